@@ -1,0 +1,261 @@
+#pragma once
+// The IR node structs. Each is immutable and built through its validating `make` factory.
+// Expressions are typed; binary operands must have equal types (IROperator.h converts).
+#include <string>
+#include <vector>
+
+#include "kiln/ir/Expr.h"
+
+namespace kiln::te {
+struct TensorNode;
+}
+
+namespace kiln::ir {
+
+template <typename T, NodeKind K>
+struct ExprNodeBase : ExprNode {
+  static constexpr NodeKind kKind = K;
+  explicit ExprNodeBase(Type t) : ExprNode(K, t) {}
+};
+
+template <typename T, NodeKind K>
+struct StmtNodeBase : StmtNode {
+  static constexpr NodeKind kKind = K;
+  StmtNodeBase() : StmtNode(K) {}
+};
+
+// ---- Buffers: the memory that lowered IR loads from and stores to ------------------------
+
+enum class MemoryScope : uint8_t { Global, Shared, Local };
+const char* memory_scope_name(MemoryScope scope);
+
+struct BufferNode {
+  std::string name;
+  DType dtype;
+  std::vector<Expr> shape;  // row-major; Load/Store indices are flat element offsets
+  MemoryScope scope;
+};
+
+class Buffer {
+ public:
+  Buffer() = default;
+  static Buffer make(std::string name, DType dtype, std::vector<Expr> shape,
+                     MemoryScope scope = MemoryScope::Global);
+  bool defined() const { return node_ != nullptr; }
+  const BufferNode* operator->() const { return node_.get(); }
+  const BufferNode* get() const { return node_.get(); }
+  bool same_as(const Buffer& other) const { return node_ == other.node_; }
+  Expr num_elements() const;  // product of the shape
+  Expr flat_index(const std::vector<Expr>& indices) const;  // row-major offset
+
+ private:
+  std::shared_ptr<const BufferNode> node_;
+};
+
+// ---- Expressions ---------------------------------------------------------------------------
+
+struct IntImm : ExprNodeBase<IntImm, NodeKind::IntImm> {
+  int64_t value;  // for UInt64 the bit pattern; for Bool 0 or 1
+  IntImm(Type t, int64_t v) : ExprNodeBase(t), value(v) {}
+  static Expr make(Type t, int64_t value);
+};
+
+struct FloatImm : ExprNodeBase<FloatImm, NodeKind::FloatImm> {
+  double value;
+  FloatImm(Type t, double v) : ExprNodeBase(t), value(v) {}
+  static Expr make(Type t, double value);
+};
+
+// A variable, compared by identity (the node's address), never by name.
+struct Variable : ExprNodeBase<Variable, NodeKind::Variable> {
+  std::string name;
+  Variable(Type t, std::string n) : ExprNodeBase(t), name(std::move(n)) {}
+  static Expr make(Type t, std::string name);
+};
+inline Expr var(std::string name, Type t = kIndexType) { return Variable::make(t, std::move(name)); }
+
+struct Cast : ExprNodeBase<Cast, NodeKind::Cast> {
+  Expr value;
+  Cast(Type t, Expr v) : ExprNodeBase(t), value(std::move(v)) {}
+  static Expr make(Type t, Expr value);
+};
+
+template <typename T, NodeKind K>
+struct BinaryNode : ExprNodeBase<T, K> {
+  Expr a, b;
+  BinaryNode(Type t, Expr x, Expr y) : ExprNodeBase<T, K>(t), a(std::move(x)), b(std::move(y)) {}
+};
+
+#define KILN_BINARY_NODE(Name)                                               \
+  struct Name : BinaryNode<Name, NodeKind::Name> {                           \
+    using BinaryNode::BinaryNode;                                            \
+    static Expr make(Expr a, Expr b);                                        \
+  };
+KILN_BINARY_NODE(Add)
+KILN_BINARY_NODE(Sub)
+KILN_BINARY_NODE(Mul)
+KILN_BINARY_NODE(Div)  // integers: truncation toward zero (as C); floats: IEEE division
+KILN_BINARY_NODE(Mod)  // integers: C remainder (sign of a); floats: fmod
+KILN_BINARY_NODE(Min)
+KILN_BINARY_NODE(Max)
+KILN_BINARY_NODE(EQ)
+KILN_BINARY_NODE(NE)
+KILN_BINARY_NODE(LT)
+KILN_BINARY_NODE(LE)
+KILN_BINARY_NODE(GT)
+KILN_BINARY_NODE(GE)
+KILN_BINARY_NODE(And)
+KILN_BINARY_NODE(Or)
+#undef KILN_BINARY_NODE
+
+struct Not : ExprNodeBase<Not, NodeKind::Not> {
+  Expr a;
+  Not(Type t, Expr x) : ExprNodeBase(t), a(std::move(x)) {}
+  static Expr make(Expr a);
+};
+
+struct Select : ExprNodeBase<Select, NodeKind::Select> {
+  Expr condition, true_value, false_value;
+  Select(Type t, Expr c, Expr x, Expr y)
+      : ExprNodeBase(t), condition(std::move(c)), true_value(std::move(x)), false_value(std::move(y)) {}
+  static Expr make(Expr condition, Expr true_value, Expr false_value);
+};
+
+enum class Intrinsic : uint8_t {
+#define KILN_INTRINSIC(name, str, arity) name,
+#include "kiln/ir/Intrinsics.def"
+};
+const char* intrinsic_name(Intrinsic op);
+int intrinsic_arity(Intrinsic op);
+
+struct Call : ExprNodeBase<Call, NodeKind::Call> {
+  Intrinsic op;
+  std::vector<Expr> args;
+  Call(Type t, Intrinsic o, std::vector<Expr> a) : ExprNodeBase(t), op(o), args(std::move(a)) {}
+  static Expr make(Type t, Intrinsic op, std::vector<Expr> args);
+};
+
+struct Load : ExprNodeBase<Load, NodeKind::Load> {
+  Buffer buffer;
+  Expr index;  // flat element offset; a Ramp for a vector load
+  Load(Type t, Buffer buf, Expr i) : ExprNodeBase(t), buffer(std::move(buf)), index(std::move(i)) {}
+  static Expr make(Buffer buffer, Expr index);
+};
+
+// base, base + stride, ..., base + (lanes - 1) * stride
+struct Ramp : ExprNodeBase<Ramp, NodeKind::Ramp> {
+  Expr base, stride;
+  int lanes;
+  Ramp(Type t, Expr b, Expr s, int n) : ExprNodeBase(t), base(std::move(b)), stride(std::move(s)), lanes(n) {}
+  static Expr make(Expr base, Expr stride, int lanes);
+};
+
+struct Broadcast : ExprNodeBase<Broadcast, NodeKind::Broadcast> {
+  Expr value;
+  int lanes;
+  Broadcast(Type t, Expr v, int n) : ExprNodeBase(t), value(std::move(v)), lanes(n) {}
+  static Expr make(Expr value, int lanes);
+};
+
+struct Let : ExprNodeBase<Let, NodeKind::Let> {
+  Expr var, value, body;  // var is a Variable
+  Let(Type t, Expr x, Expr v, Expr b) : ExprNodeBase(t), var(std::move(x)), value(std::move(v)), body(std::move(b)) {}
+  static Expr make(Expr var, Expr value, Expr body);
+};
+
+// An iteration variable of a compute definition: var ranges over [0, extent).
+struct IterVar {
+  Expr var;     // a Variable of kIndexType
+  Expr extent;  // kIndexType
+};
+
+// Reads element `indices` of a tensor-expression tensor (te/Tensor.h).
+struct TensorRead : ExprNodeBase<TensorRead, NodeKind::TensorRead> {
+  std::shared_ptr<const te::TensorNode> tensor;
+  std::vector<Expr> indices;
+  TensorRead(Type t, std::shared_ptr<const te::TensorNode> x, std::vector<Expr> i)
+      : ExprNodeBase(t), tensor(std::move(x)), indices(std::move(i)) {}
+  static Expr make(std::shared_ptr<const te::TensorNode> tensor, std::vector<Expr> indices);
+};
+
+enum class ReduceKind : uint8_t { Sum, Prod, Min, Max };
+const char* reduce_kind_name(ReduceKind kind);
+
+// Combines `source` over every point of `axes` where `condition` holds, starting from the
+// kind's identity. Only allowed as the whole body of a compute definition.
+struct Reduce : ExprNodeBase<Reduce, NodeKind::Reduce> {
+  ReduceKind reduce_kind;
+  Expr source;
+  std::vector<IterVar> axes;
+  Expr condition;  // Bool; IntImm true when unconditional
+  Reduce(Type t, ReduceKind k, Expr s, std::vector<IterVar> a, Expr c)
+      : ExprNodeBase(t), reduce_kind(k), source(std::move(s)), axes(std::move(a)), condition(std::move(c)) {}
+  static Expr make(ReduceKind kind, Expr source, std::vector<IterVar> axes, Expr condition = Expr());
+};
+
+// The identity of a reduction of type t: 0, 1, +inf/max, -inf/lowest.
+Expr reduce_identity(ReduceKind kind, Type t);
+// a (op) b for the reduction's combiner.
+Expr reduce_combine(ReduceKind kind, Expr a, Expr b);
+
+// ---- Statements ----------------------------------------------------------------------------
+
+enum class ForKind : uint8_t {
+  Serial,
+  Parallel,
+  Vectorized,
+  Unrolled,
+  BlockIdxX,
+  BlockIdxY,
+  BlockIdxZ,
+  ThreadIdxX,
+  ThreadIdxY,
+  ThreadIdxZ,
+};
+const char* for_kind_name(ForKind kind);
+inline bool is_gpu_block(ForKind k) { return k >= ForKind::BlockIdxX && k <= ForKind::BlockIdxZ; }
+inline bool is_gpu_thread(ForKind k) { return k >= ForKind::ThreadIdxX && k <= ForKind::ThreadIdxZ; }
+
+struct For : StmtNodeBase<For, NodeKind::For> {
+  Expr var, min, extent;
+  ForKind for_kind;
+  Stmt body;
+  static Stmt make(Expr var, Expr min, Expr extent, ForKind kind, Stmt body);
+};
+
+struct Store : StmtNodeBase<Store, NodeKind::Store> {
+  Buffer buffer;
+  Expr value, index;
+  static Stmt make(Buffer buffer, Expr value, Expr index);
+};
+
+struct Seq : StmtNodeBase<Seq, NodeKind::Seq> {
+  std::vector<Stmt> stmts;
+  static Stmt make(std::vector<Stmt> stmts);  // flattens nested Seqs; one statement stays itself
+};
+
+struct LetStmt : StmtNodeBase<LetStmt, NodeKind::LetStmt> {
+  Expr var, value;
+  Stmt body;
+  static Stmt make(Expr var, Expr value, Stmt body);
+};
+
+struct IfThenElse : StmtNodeBase<IfThenElse, NodeKind::IfThenElse> {
+  Expr condition;
+  Stmt then_case, else_case;  // else_case may be undefined
+  static Stmt make(Expr condition, Stmt then_case, Stmt else_case = Stmt());
+};
+
+// Allocates `buffer` (Local or Shared scope, or a Global temporary) for the body's duration.
+struct Allocate : StmtNodeBase<Allocate, NodeKind::Allocate> {
+  Buffer buffer;
+  Stmt body;
+  static Stmt make(Buffer buffer, Stmt body);
+};
+
+struct Evaluate : StmtNodeBase<Evaluate, NodeKind::Evaluate> {
+  Expr value;
+  static Stmt make(Expr value);
+};
+
+}  // namespace kiln::ir
