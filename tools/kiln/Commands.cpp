@@ -9,9 +9,10 @@ int g_exit_code = 0;
 void set_exit_code(int code) { g_exit_code = code; }
 int exit_code() { return g_exit_code; }
 
+void register_test_onnx(CLI::App& app);
+
 void register_commands(CLI::App& app) {
-  // Subcommands are added here as they land (inspect, compile, test-onnx, plugins, quantize).
-  (void)app;
+  register_test_onnx(app);
 }
 
 }  // namespace kiln::cli

@@ -16,6 +16,13 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A UserError for input that is valid but that kiln does not handle (yet): an op, a dtype, an
+// attribute value. The conformance runner counts these as skipped, with the message as reason.
+class UnsupportedError : public UserError {
+ public:
+  explicit UnsupportedError(const std::string& message) : UserError(message) {}
+};
+
 class InternalError : public std::logic_error {
  public:
   explicit InternalError(const std::string& message) : std::logic_error(message) {}
@@ -24,6 +31,11 @@ class InternalError : public std::logic_error {
 template <typename... Args>
 [[noreturn]] void user_error(fmt::format_string<Args...> format, Args&&... args) {
   throw UserError(fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <typename... Args>
+[[noreturn]] void unsupported(fmt::format_string<Args...> format, Args&&... args) {
+  throw UnsupportedError(fmt::format(format, std::forward<Args>(args)...));
 }
 
 [[noreturn]] void internal_error(const std::string& message,

@@ -1,0 +1,27 @@
+#pragma once
+// Lowers tensor expressions to a loop nest. This header is the whole pipeline's entry point;
+// src/lower/Lower.cpp reads top to bottom as the list of passes and logs the IR after each one
+// when the environment variable KILN_LOG_IR is set.
+#include <vector>
+
+#include "kiln/lower/LoweredFunc.h"
+#include "kiln/schedule/Schedule.h"
+#include "kiln/te/Tensor.h"
+
+namespace kiln {
+
+struct LowerOptions {
+  // Injective tensors that are not outputs are inlined into their consumers when read from one
+  // place only (an elementwise chain becomes one loop nest). Off: every tensor gets a stage.
+  bool inline_injective = true;
+};
+
+// Lowers the computation of `outputs` from `inputs` (placeholders) into one function. Every
+// tensor between them that is not inlined becomes a stage (a loop nest) writing a temporary
+// buffer, in producer-before-consumer order. `schedule` gives each stage's loop transformations
+// (none: plain serial loops, the CPU reference).
+LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs,
+                  const std::vector<te::Tensor>& outputs, const Schedule& schedule = Schedule(),
+                  const LowerOptions& options = LowerOptions());
+
+}  // namespace kiln

@@ -1,0 +1,207 @@
+// The lowering pipeline, top to bottom:
+//   1. order the tensors between inputs and outputs, producers first;
+//   2. choose which injective tensors to inline into their consumers (fusion of elementwise chains);
+//   3. build one loop nest per remaining stage (reductions get an accumulator);
+//   4. apply each stage's schedule (split, fuse, reorder, bind, vectorize, unroll);
+//   5. replace tensor reads by loads from buffers, allocate intermediate buffers;
+//   6. simplify.
+// With KILN_LOG_IR set, the IR after each step is printed to stderr.
+#include "kiln/lower/Lower.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ApplySchedule.h"
+#include "kiln/ir/IRMutator.h"
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/Simplify.h"
+#include "kiln/support/Error.h"
+
+namespace kiln {
+namespace {
+
+using namespace ir;
+
+void log_ir(const char* step, const Stmt& s) {
+  static const bool enabled = std::getenv("KILN_LOG_IR") != nullptr;
+  if (enabled) std::cerr << "---- after " << step << " ----\n" << s;
+}
+
+// How often each tensor is read, summed over the bodies of the tensors in `order`.
+class CountReads : public IRVisitor {
+ public:
+  std::unordered_map<const te::TensorNode*, int> reads;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const TensorRead* op) override {
+    ++reads[op->tensor.get()];
+    IRVisitor::visit(op);
+  }
+};
+
+// Replaces TensorRead with Load from the tensor's buffer.
+class ReadsToLoads : public IRMutator {
+ public:
+  explicit ReadsToLoads(const std::unordered_map<const te::TensorNode*, Buffer>& buffers) : buffers_(buffers) {}
+  using IRMutator::mutate;
+
+ protected:
+  Expr visit(const TensorRead* op, const Expr& self) override {
+    Expr r = IRMutator::visit(op, self);
+    const TensorRead* read = r.as<TensorRead>();
+    auto it = buffers_.find(read->tensor.get());
+    KILN_ASSERT(it != buffers_.end(), "tensor {} is read but neither an input nor computed", read->tensor->name);
+    return Load::make(it->second, it->second.flat_index(read->indices));
+  }
+
+ private:
+  const std::unordered_map<const te::TensorNode*, Buffer>& buffers_;
+};
+
+// The size symbols (Variables) that shapes use, as the same handles, in first-use order.
+class CollectSymbols : public IRMutator {
+ public:
+  std::vector<Expr> symbols;
+  using IRMutator::mutate;
+
+ protected:
+  Expr visit(const Variable* op, const Expr& self) override {
+    for (const Expr& s : symbols) {
+      if (s.get() == op) return self;
+    }
+    symbols.push_back(self);
+    return self;
+  }
+};
+
+// The loop nest of one stage, before scheduling.
+Stmt build_stage(const te::Tensor& t, const Buffer& out) {
+  std::vector<Expr> indices;
+  for (const IterVar& axis : t->axes) indices.push_back(axis.var);
+  const Expr flat = out.flat_index(indices);
+  Stmt body;
+  if (const Reduce* red = t->body.as<Reduce>()) {
+    Buffer acc = Buffer::make(t.name() + "_acc", t.dtype(), {Expr(1)}, MemoryScope::Local);
+    Stmt update = Store::make(acc, reduce_combine(red->reduce_kind, Load::make(acc, 0), red->source), 0);
+    if (!is_one(red->condition)) update = IfThenElse::make(red->condition, update);
+    for (auto it = red->axes.rbegin(); it != red->axes.rend(); ++it) {
+      update = For::make(it->var, 0, it->extent, ForKind::Serial, update);
+    }
+    body = Allocate::make(acc, Seq::make({Store::make(acc, reduce_identity(red->reduce_kind, t.dtype()), 0), update,
+                                          Store::make(out, Load::make(acc, 0), flat)}));
+  } else {
+    body = Store::make(out, t->body, flat);
+  }
+  for (auto it = t->axes.rbegin(); it != t->axes.rend(); ++it) {
+    body = For::make(it->var, 0, it->extent, ForKind::Serial, body);
+  }
+  return body;
+}
+
+}  // namespace
+
+LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs,
+                  const std::vector<te::Tensor>& outputs, const Schedule& schedule, const LowerOptions& options) {
+  LoweredFunc func;
+  func.name = name;
+  std::unordered_map<const te::TensorNode*, Buffer> buffers;
+  std::unordered_set<const te::TensorNode*> is_input, is_output;
+  for (const te::Tensor& t : inputs) {
+    Buffer b = Buffer::make(t.name(), t.dtype(), t.shape());
+    buffers[t.node().get()] = b;
+    func.inputs.push_back(b);
+    is_input.insert(t.node().get());
+  }
+  for (const te::Tensor& t : outputs) is_output.insert(t.node().get());
+
+  // 1. Order the tensors, stopping at the inputs.
+  std::vector<te::Tensor> order;
+  {
+    std::unordered_set<const te::TensorNode*> seen(is_input.begin(), is_input.end());
+    std::vector<std::pair<te::Tensor, bool>> stack;
+    for (auto it = outputs.rbegin(); it != outputs.rend(); ++it) stack.emplace_back(*it, false);
+    while (!stack.empty()) {
+      auto [t, expanded] = stack.back();
+      stack.pop_back();
+      if (expanded) {
+        order.push_back(t);
+        continue;
+      }
+      if (!seen.insert(t.node().get()).second) continue;
+      if (t.is_placeholder()) {
+        internal_error("lowering " + name + ": tensor " + t.name() + " is read but is not an input");
+      }
+      stack.emplace_back(t, true);
+      for (const te::Tensor& in : te::direct_inputs(t)) {
+        if (!seen.count(in.node().get())) stack.emplace_back(in, false);
+      }
+    }
+  }
+
+  // 2. Choose what to inline.
+  CountReads counts;
+  for (const te::Tensor& t : order) counts.visit(t->body);
+  std::vector<te::Tensor> inlined;
+  if (options.inline_injective) {
+    for (const te::Tensor& t : order) {
+      if (t->pattern == te::Pattern::Injective && !is_output.count(t.node().get()) && counts.reads[t.node().get()] <= 1) {
+        inlined.push_back(t);
+      }
+    }
+  }
+  std::unordered_set<const te::TensorNode*> inlined_set;
+  for (const te::Tensor& t : inlined) inlined_set.insert(t.node().get());
+
+  // 3-4. One scheduled loop nest per stage.
+  std::vector<Stmt> stages;
+  std::vector<Buffer> temporaries;
+  for (const te::Tensor& original : order) {
+    if (inlined_set.count(original.node().get())) continue;
+    const te::Tensor t = te::inline_tensors(original, inlined);
+    Buffer out = Buffer::make(t.name(), t.dtype(), t.shape());
+    buffers[original.node().get()] = out;
+    Stmt stage = build_stage(t, out);
+    if (const StageSchedule* s = schedule.find(t.name())) stage = apply_schedule(stage, t, *s);
+    if (!t->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + t->origin;
+    stages.push_back(stage);
+    if (is_output.count(original.node().get())) {
+      func.outputs.push_back(out);
+    } else {
+      temporaries.push_back(out);
+    }
+  }
+  // Outputs that are inputs or appear twice still need a buffer each, in the given order.
+  std::vector<Buffer> ordered_outputs;
+  for (const te::Tensor& t : outputs) {
+    auto it = buffers.find(t.node().get());
+    KILN_ASSERT(it != buffers.end(), "output {} was not computed", t.name());
+    ordered_outputs.push_back(it->second);
+  }
+  func.outputs = ordered_outputs;
+  Stmt body = Seq::make(stages);
+  if (!body.defined()) body = Evaluate::make(make_zero(kIndexType));
+  log_ir("building stages", body);
+
+  // 5. Loads from buffers; temporaries allocated around the whole body.
+  body = ReadsToLoads(buffers).mutate(body);
+  for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) body = Allocate::make(*it, body);
+  log_ir("reads to loads", body);
+
+  // 6. Simplify.
+  body = simplify(body);
+  log_ir("simplify", body);
+  func.body = body;
+
+  CollectSymbols symbols;
+  for (const Buffer& b : func.inputs) for (const Expr& d : b->shape) symbols.mutate(d);
+  for (const Buffer& b : func.outputs) for (const Expr& d : b->shape) symbols.mutate(d);
+  func.symbols = symbols.symbols;
+  return func;
+}
+
+}  // namespace kiln

@@ -1,0 +1,13 @@
+#pragma once
+// Each op family registers its definitions; OpRegistry.cpp calls every family once.
+#include "kiln/ops/Op.h"
+
+namespace kiln::ops {
+
+void register_elementwise(OpTable& table);    // Elementwise*.cpp
+void register_reduction(OpTable& table);      // Reduction.cpp
+void register_normalization(OpTable& table);  // Normalization.cpp
+void register_data_movement(OpTable& table);  // DataMovement*.cpp
+void register_contraction(OpTable& table);    // Contraction.cpp, Pooling.cpp
+
+}  // namespace kiln::ops

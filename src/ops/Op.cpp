@@ -1,0 +1,86 @@
+#include "kiln/ops/Op.h"
+
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
+
+namespace kiln::ops {
+
+OpContext::OpContext(const Graph& graph, const Node& node, std::vector<te::Tensor> inputs,
+                     std::vector<std::optional<std::vector<ir::Expr>>> known_values)
+    : graph_(graph), node_(node), inputs_(std::move(inputs)), known_(std::move(known_values)) {
+  known_.resize(inputs_.size());
+}
+
+const te::Tensor& OpContext::input(int i) const {
+  if (!has_input(i)) fail("input {} is required but missing", i);
+  return inputs_[i];
+}
+
+const std::vector<ir::Expr>& OpContext::known_values(int i, const char* what) const {
+  if (!has_input(i)) fail("input {} ('{}') is required but missing", i, what);
+  if (!known_[i]) {
+    const int v = node_.inputs[i];
+    fail("input {} ('{}', value '{}') must be known when compiling (an initializer, a Constant, or "
+         "computed from shapes); kiln specializes kernels on it",
+         i, what, graph_.values[v].name);
+  }
+  return *known_[i];
+}
+
+std::vector<int64_t> OpContext::constant_ints(int i, const char* what) const {
+  std::vector<int64_t> out;
+  for (const ir::Expr& e : known_values(i, what)) {
+    auto c = ir::as_const_int(e);
+    if (!c) {
+      if (auto f = ir::as_const_float(e)) {
+        out.push_back(static_cast<int64_t>(*f));
+        continue;
+      }
+      fail("input {} ('{}') must be a constant, but element {} is the symbolic value {}", i, what,
+           out.size(), ir::to_string(e));
+    }
+    out.push_back(*c);
+  }
+  return out;
+}
+
+std::vector<double> OpContext::constant_floats(int i, const char* what) const {
+  std::vector<double> out;
+  for (const ir::Expr& e : known_values(i, what)) {
+    if (auto f = ir::as_const_float(e)) out.push_back(*f);
+    else if (auto c = ir::as_const_int(e)) out.push_back(static_cast<double>(*c));
+    else fail("input {} ('{}') must be a constant, element {} is {}", i, what, out.size(), ir::to_string(e));
+  }
+  return out;
+}
+
+te::Tensor OpContext::constant_tensor(int output, HostTensor data) {
+  std::vector<ir::Expr> shape;
+  for (int64_t d : data.shape()) shape.push_back(ir::Expr(d));
+  te::Tensor t = te::placeholder(output_name(output), data.dtype(), shape);
+  constants_.emplace_back(t, std::move(data));
+  return t;
+}
+
+std::string OpContext::output_name(int i) const {
+  if (i < static_cast<int>(node_.outputs.size()) && node_.outputs[i] >= 0) {
+    return graph_.values[node_.outputs[i]].name;
+  }
+  return node_.name + "_out" + std::to_string(i);
+}
+
+std::string OpContext::stage_name(const std::string& suffix) const { return node_.name + "_" + suffix; }
+
+void OpTable::add(OpKind kind, OpBuilder build) {
+  const size_t i = static_cast<size_t>(kind);
+  if (table_.size() <= i) table_.resize(i + 1);
+  KILN_ASSERT(!table_[i].has_value(), "op {} defined twice", op_kind_name(kind));
+  table_[i] = OpDefinition{kind, build};
+}
+
+const OpDefinition* OpTable::find(OpKind kind) const {
+  const size_t i = static_cast<size_t>(kind);
+  return i < table_.size() && table_[i] ? &*table_[i] : nullptr;
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,16 @@
+#include "Families.h"
+
+namespace kiln::ops {
+
+static OpTable make_table() {
+  OpTable table;
+  register_elementwise(table);
+  return table;
+}
+
+const OpDefinition* find_op(OpKind kind) {
+  static const OpTable table = make_table();
+  return table.find(kind);
+}
+
+}  // namespace kiln::ops
