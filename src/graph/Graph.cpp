@@ -1,0 +1,92 @@
+#include "kiln/graph/Graph.h"
+
+#include "kiln/ir/IR.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/support/Error.h"
+
+namespace kiln {
+
+std::string to_string(const TensorType& type) {
+  std::string s = std::string(dtype_name(type.dtype)) + "[";
+  for (size_t i = 0; i < type.shape.size(); ++i) {
+    if (i) s += ", ";
+    s += type.shape[i].defined() ? ir::to_string(type.shape[i]) : "?";
+  }
+  return s + "]";
+}
+
+const char* attribute_kind_name(Attribute::Kind kind) {
+  switch (kind) {
+    case Attribute::Kind::Int: return "int";
+    case Attribute::Kind::Float: return "float";
+    case Attribute::Kind::String: return "string";
+    case Attribute::Kind::Ints: return "ints";
+    case Attribute::Kind::Floats: return "floats";
+    case Attribute::Kind::Strings: return "strings";
+    case Attribute::Kind::Tensor: return "tensor";
+  }
+  return "unknown";
+}
+
+std::string Node::describe() const {
+  return "node '" + name + "' (" + (op_type.empty() ? std::string(op_kind_name(op)) : op_type) + ")";
+}
+
+const Attribute* Node::attr(const std::string& attr_name, Attribute::Kind kind) const {
+  auto it = attributes.find(attr_name);
+  if (it == attributes.end()) return nullptr;
+  if (it->second.kind != kind) {
+    user_error("{}: attribute '{}' is of kind {}, expected {}", describe(), attr_name,
+               attribute_kind_name(it->second.kind), attribute_kind_name(kind));
+  }
+  return &it->second;
+}
+
+int64_t Node::attr_int(const std::string& attr_name, int64_t fallback) const {
+  const Attribute* a = attr(attr_name, Attribute::Kind::Int);
+  return a ? a->i : fallback;
+}
+
+double Node::attr_float(const std::string& attr_name, double fallback) const {
+  const Attribute* a = attr(attr_name, Attribute::Kind::Float);
+  return a ? a->f : fallback;
+}
+
+std::string Node::attr_string(const std::string& attr_name, const std::string& fallback) const {
+  const Attribute* a = attr(attr_name, Attribute::Kind::String);
+  return a ? a->s : fallback;
+}
+
+std::vector<int64_t> Node::attr_ints(const std::string& attr_name, const std::vector<int64_t>& fallback) const {
+  const Attribute* a = attr(attr_name, Attribute::Kind::Ints);
+  return a ? a->ints : fallback;
+}
+
+std::vector<double> Node::attr_floats(const std::string& attr_name, const std::vector<double>& fallback) const {
+  const Attribute* a = attr(attr_name, Attribute::Kind::Floats);
+  return a ? a->floats : fallback;
+}
+
+int Graph::find_value(const std::string& value_name) const {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].name == value_name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Graph::find_node(const std::string& node_name) const {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].name == node_name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+ir::Expr Graph::symbol(const std::string& dim_name) {
+  auto it = symbols_.find(dim_name);
+  if (it != symbols_.end()) return it->second;
+  ir::Expr s = ir::var(dim_name);
+  symbols_.emplace(dim_name, s);
+  return s;
+}
+
+}  // namespace kiln
