@@ -78,6 +78,21 @@ typedef int32_t (*KilnKernelFn)(const DLTensor* args, int32_t num_args, void* wo
                                 void* stream);
 typedef const KilnSignature* (*KilnSignatureFn)(void);
 
+/* Every kiln library also exports its table of functions, so loaders (the Python module, the
+ * TensorRT plugin, the whole-model runtime) can enumerate them without knowing their names:
+ *
+ *     int32_t kiln_library_functions(const KilnFunction** functions);  // returns the count
+ *     const char* kiln_last_error(void);  // message of this thread's last failed call
+ */
+typedef struct {
+  const char* name;
+  KilnKernelFn call;
+  KilnSignatureFn signature;
+} KilnFunction;
+
+typedef int32_t (*KilnLibraryFunctionsFn)(const KilnFunction** functions);
+typedef const char* (*KilnLastErrorFn)(void);
+
 #ifdef __cplusplus
 }
 #endif
