@@ -143,7 +143,7 @@ std::string describe_unsupported(const Graph& graph) {
 }
 
 GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options) {
-  if (std::string missing = describe_unsupported(graph); !missing.empty()) {
+  if (std::string missing = describe_unsupported(graph); !missing.empty() && !options.keep_going) {
     unsupported("the model uses ops kiln does not support: {}", missing);
   }
   GraphTensors out;
@@ -180,18 +180,32 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
     if (graph.values[v].constant && !out.tensors[v].defined()) add_placeholder(static_cast<int>(v));
   }
 
-  for (const Node& node : graph.nodes) {
+  out.node_errors.assign(graph.nodes.size(), "");
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
     std::vector<te::Tensor> inputs;
     std::vector<std::optional<std::vector<Expr>>> known;
+    std::string missing_input;
     for (int v : node.inputs) {
       inputs.push_back(v >= 0 ? out.tensors[v] : te::Tensor());
       known.push_back(v >= 0 ? out.known[v] : std::nullopt);
-      if (v >= 0 && !out.tensors[v].defined()) {
-        user_error("{}: input '{}' is not available", node.describe(), graph.values[v].name);
-      }
+      if (v >= 0 && !out.tensors[v].defined() && missing_input.empty()) missing_input = graph.values[v].name;
     }
+    const OpDefinition* def = find_op(node.op);
+    if (options.keep_going && (!def || !missing_input.empty())) {
+      out.node_errors[n] = !def ? "op not supported" : "input '" + missing_input + "' has no known type";
+      continue;
+    }
+    if (!missing_input.empty()) user_error("{}: input '{}' is not available", node.describe(), missing_input);
     OpContext ctx(graph, node, inputs, known);
-    std::vector<te::Tensor> results = find_op(node.op)->build(ctx);
+    std::vector<te::Tensor> results;
+    try {
+      results = def->build(ctx);
+    } catch (const UserError& e) {
+      if (!options.keep_going) throw;
+      out.node_errors[n] = e.what();
+      continue;
+    }
     for (const auto& [tensor, data] : ctx.constants()) {
       out.placeholders.push_back(tensor);
       out.data.push_back(data);

@@ -18,6 +18,9 @@ struct BuildOptions {
   std::map<std::string, HostTensor> specialize;
   // Known values are tracked for tensors of at most this many elements (shape arithmetic).
   int64_t max_known_elements = 4096;
+  // Inspection mode: a node kiln cannot build (unsupported op, or an error in its definition)
+  // is recorded in GraphTensors::node_errors and its outputs stay unbuilt, instead of throwing.
+  bool keep_going = false;
 };
 
 struct GraphTensors {
@@ -27,6 +30,8 @@ struct GraphTensors {
   // known now (initializers, Constant outputs, specialized inputs) in `data`.
   std::vector<te::Tensor> placeholders;
   std::vector<std::optional<HostTensor>> data;
+  // With keep_going: per node, why it was not built ("" when it was).
+  std::vector<std::string> node_errors;
 };
 
 // Builds every node. Unsupported ops are a UserError listing every unsupported op type in the
