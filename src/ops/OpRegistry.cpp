@@ -5,6 +5,8 @@ namespace kiln::ops {
 static OpTable make_table() {
   OpTable table;
   register_elementwise(table);
+  register_data_movement(table);
+  register_contraction(table);
   return table;
 }
 
