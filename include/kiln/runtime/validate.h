@@ -41,13 +41,53 @@ inline std::string shape_to_string(const int64_t* shape, int32_t ndim) {
   return s + "]";
 }
 
-// Fails with `status` and a message naming the function, the argument, what was found and what
-// was expected, followed by the signature.
+// The Python exception kind a status maps to (TVM-FFI error kinds use the same names): a wrong
+// kind of argument (not a tensor, wrong dtype or device, wrong count) is a TypeError; a tensor of
+// the right kind with a wrong shape, layout or alignment is a ValueError.
+inline const char* status_error_kind(int32_t status) {
+  switch (status) {
+    case KILN_ERR_ARGUMENT_COUNT:
+    case KILN_ERR_DTYPE:
+    case KILN_ERR_DEVICE:
+    case KILN_ERR_TYPE:
+      return "TypeError";
+    case KILN_ERR_SHAPE:
+    case KILN_ERR_LAYOUT:
+    case KILN_ERR_WORKSPACE:
+      return "ValueError";
+    default:
+      return "RuntimeError";
+  }
+}
+
+inline const char* device_type_name(int32_t device_type) {
+  switch (device_type) {
+    case kDLCPU:
+      return "cpu";
+    case kDLCUDA:
+      return "cuda";
+    case kDLCUDAHost:
+      return "cuda_host";
+    case 13: /* kDLCUDAManaged */
+      return "cuda_managed";
+    default:
+      return "device type ?";
+  }
+}
+
+// The one message format of a failed call: the signature (which names the function), then what
+// was found and what was expected, e.g.
+//   gemv(x: Tensor([m, 2048], bfloat16), ...): x.shape[1] is 1024, expected 2048
+inline std::string format_argument_error(const KilnSignature& sig, const std::string& what) {
+  return std::string(sig.text ? sig.text : sig.name) + ": " + what;
+}
+
+// Fails with `status` and a message in the format above.
 class ArgumentError {
  public:
   ArgumentError(const KilnSignature& sig, std::string* out) : sig_(sig), out_(out) {}
   int32_t fail(int32_t status, const std::string& what) const {
-    if (out_) *out_ = std::string(sig_.name) + ": " + what + "\n  signature: " + sig_.text;
+    if (out_) *out_ = format_argument_error(sig_, what);
     return status;
   }
 
@@ -58,8 +98,11 @@ class ArgumentError {
 
 // Checks `args` against `sig`. On success binds every symbol into `symbol_values`
 // (sig.num_symbols entries) and returns KILN_OK; otherwise returns the status and fills `message`.
+// Bit i of `read_only_mask` says that args[i] must not be written (an adapter that knows it, e.g.
+// from DLPack's read-only flag, passes it; an output parameter then fails with KILN_ERR_TYPE).
 inline int32_t validate_arguments(const KilnSignature& sig, const DLTensor* args, int32_t num_args,
-                                  int64_t* symbol_values, std::string* message) {
+                                  int64_t* symbol_values, std::string* message,
+                                  uint64_t read_only_mask = 0) {
   ArgumentError error(sig, message);
   if (num_args != sig.num_params) {
     return error.fail(KILN_ERR_ARGUMENT_COUNT, "takes " + std::to_string(sig.num_params) +
@@ -67,16 +110,18 @@ inline int32_t validate_arguments(const KilnSignature& sig, const DLTensor* args
   }
   if (args == nullptr) return error.fail(KILN_ERR_ARGUMENT_COUNT, "argument array is null");
   for (int32_t s = 0; s < sig.num_symbols; ++s) symbol_values[s] = -1;
+  // Where each of the first symbols was bound, for the message of a later disagreement.
+  constexpr int32_t kTrackedSymbols = 32;
+  int32_t bound_arg[kTrackedSymbols] = {};
+  int32_t bound_dim[kTrackedSymbols] = {};
   const DLDevice device = args[0].device;
   for (int32_t i = 0; i < num_args; ++i) {
     const KilnParam& p = sig.params[i];
     const DLTensor& t = args[i];
     const std::string arg = p.name;
     if (t.device.device_type != sig.device_type) {
-      return error.fail(KILN_ERR_DEVICE, arg + " is on device type " +
-                                             std::to_string(t.device.device_type) +
-                                             ", expected " + std::to_string(sig.device_type) +
-                                             (sig.device_type == kDLCUDA ? " (CUDA)" : " (CPU)"));
+      return error.fail(KILN_ERR_DEVICE, arg + " is on " + device_type_name(t.device.device_type) +
+                                             ", expected " + device_type_name(sig.device_type));
     }
     if (t.device.device_id != device.device_id) {
       return error.fail(KILN_ERR_DEVICE, arg + " is on device " + std::to_string(t.device.device_id) +
@@ -92,6 +137,9 @@ inline int32_t validate_arguments(const KilnSignature& sig, const DLTensor* args
                                             std::to_string(p.ndim));
     }
     if (t.ndim > 0 && t.shape == nullptr) return error.fail(KILN_ERR_SHAPE, arg + ".shape is null");
+    if (p.is_output && i < 64 && (read_only_mask >> i & 1u) != 0) {
+      return error.fail(KILN_ERR_TYPE, arg + " is read-only, expected a writable tensor (it is an output)");
+    }
     for (int32_t d = 0; d < p.ndim; ++d) {
       const int64_t found = t.shape[d];
       const std::string where = arg + ".shape[" + std::to_string(d) + "] is " + std::to_string(found);
@@ -104,13 +152,23 @@ inline int32_t validate_arguments(const KilnSignature& sig, const DLTensor* args
       const int64_t s = KILN_DIM_SYMBOL_INDEX(want);
       if (symbol_values[s] < 0) {
         symbol_values[s] = found;
+        if (s < kTrackedSymbols) {
+          bound_arg[s] = i;
+          bound_dim[s] = d;
+        }
       } else if (symbol_values[s] != found) {
+        const std::string bound_by =
+            s < kTrackedSymbols ? std::string(sig.params[bound_arg[s]].name) + ".shape[" +
+                                      std::to_string(bound_dim[s]) + "]"
+                                : std::string("an earlier argument");
         return error.fail(KILN_ERR_SHAPE, where + ", expected " + sig.symbol_names[s] + " = " +
-                                              std::to_string(symbol_values[s]) +
-                                              " (bound by an earlier argument)");
+                                              std::to_string(symbol_values[s]) + " (from " +
+                                              bound_by + ")");
       }
     }
-    if (t.strides != nullptr) {
+    bool empty = false;
+    for (int32_t d = 0; d < t.ndim; ++d) empty = empty || t.shape[d] == 0;
+    if (t.strides != nullptr && !empty) {  // an empty tensor's strides say nothing
       int64_t expected = 1;
       for (int32_t d = p.ndim - 1; d >= 0; --d) {
         if (t.shape[d] != 1 && t.strides[d] != expected) {
@@ -126,11 +184,7 @@ inline int32_t validate_arguments(const KilnSignature& sig, const DLTensor* args
       return error.fail(KILN_ERR_LAYOUT, arg + ".data is not " + std::to_string(p.alignment) +
                                              "-byte aligned");
     }
-    if (t.data == nullptr) {
-      bool empty = false;
-      for (int32_t d = 0; d < t.ndim; ++d) empty = empty || t.shape[d] == 0;
-      if (!empty) return error.fail(KILN_ERR_LAYOUT, arg + ".data is null");
-    }
+    if (t.data == nullptr && !empty) return error.fail(KILN_ERR_LAYOUT, arg + ".data is null");
   }
   for (int32_t s = 0; s < sig.num_symbols; ++s) {
     const int64_t v = symbol_values[s];
