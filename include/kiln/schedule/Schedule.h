@@ -28,6 +28,46 @@ struct LoopTransform {
   int64_t factor = 0;              // Split
   std::vector<std::string> order;  // Reorder
   ir::ForKind for_kind = ir::ForKind::Serial;  // Bind
+
+  static LoopTransform split(std::string loop, int64_t factor) {
+    LoopTransform t;
+    t.kind = Kind::Split;
+    t.loop = std::move(loop);
+    t.factor = factor;
+    return t;
+  }
+  static LoopTransform fuse(std::string loop, std::string loop2) {
+    LoopTransform t;
+    t.kind = Kind::Fuse;
+    t.loop = std::move(loop);
+    t.loop2 = std::move(loop2);
+    return t;
+  }
+  static LoopTransform reorder(std::vector<std::string> order) {
+    LoopTransform t;
+    t.kind = Kind::Reorder;
+    t.order = std::move(order);
+    return t;
+  }
+  static LoopTransform bind(std::string loop, ir::ForKind kind) {
+    LoopTransform t;
+    t.kind = Kind::Bind;
+    t.loop = std::move(loop);
+    t.for_kind = kind;
+    return t;
+  }
+  static LoopTransform vectorize(std::string loop) {
+    LoopTransform t;
+    t.kind = Kind::Vectorize;
+    t.loop = std::move(loop);
+    return t;
+  }
+  static LoopTransform unroll(std::string loop) {
+    LoopTransform t;
+    t.kind = Kind::Unroll;
+    t.loop = std::move(loop);
+    return t;
+  }
 };
 
 struct StageSchedule {
