@@ -1,64 +1,37 @@
-// Elementwise ops: arithmetic with broadcasting and unary math. float16/bfloat16 values are
-// computed in float32 and stored back (upcast/downcast), as the CUDA code does.
+// Elementwise ops: the broadcasting map they are all built from. The ops themselves are in
+// ElementwiseMath.cpp (arithmetic, math, activations, casts) and ElementwiseLogic.cpp
+// (comparisons, logic, bitwise, selection).
+#include "Elementwise.h"
+
 #include "Families.h"
-#include "kiln/ops/Helpers.h"
 
 namespace kiln::ops {
-namespace {
 
 using namespace ir;
-using BinaryFn = Expr (*)(Expr, Expr);
 
-te::Tensor broadcast_binary(OpContext& ctx, const te::Tensor& a, const te::Tensor& b, BinaryFn fn) {
-  check_same_dtype(ctx, {a, b});
-  const DType dtype = a.dtype();
+te::Tensor broadcast_map(OpContext& ctx, const std::vector<te::Tensor>& tensors, const ElementFn& fn, int output) {
   return te::compute(
-      ctx.output_name(0), broadcast_shape(ctx, {a, b}),
+      ctx.output_name(output), broadcast_shape(ctx, tensors),
       [&](const std::vector<Expr>& i) {
-        return downcast(fn(upcast(broadcast_read(a, i)), upcast(broadcast_read(b, i))), dtype);
+        std::vector<Expr> values;
+        values.reserve(tensors.size());
+        for (const te::Tensor& t : tensors) values.push_back(upcast(broadcast_read(t, i)));
+        return fn(values);
       },
       ctx.node().describe());
 }
 
-template <BinaryFn Fn>
-std::vector<te::Tensor> binary(OpContext& ctx) {
-  return {broadcast_binary(ctx, ctx.input(0), ctx.input(1), Fn)};
+Expr read_scalar(const OpContext& ctx, const te::Tensor& t, const char* what) {
+  for (int d = 0; d < t.ndim(); ++d) {
+    auto n = as_const_int(t.shape(d));
+    if (n && *n != 1) ctx.fail("{} must hold a single value, but its dimension {} is {}", what, d, *n);
+  }
+  return t(std::vector<Expr>(static_cast<size_t>(t.ndim()), Expr(0)));
 }
-
-Expr add(Expr a, Expr b) { return std::move(a) + std::move(b); }
-Expr sub(Expr a, Expr b) { return std::move(a) - std::move(b); }
-Expr mul(Expr a, Expr b) { return std::move(a) * std::move(b); }
-Expr div(Expr a, Expr b) { return std::move(a) / std::move(b); }
-
-using UnaryFn = Expr (*)(Expr);
-
-te::Tensor map_unary(OpContext& ctx, const te::Tensor& x, UnaryFn fn) {
-  const DType dtype = x.dtype();
-  return te::compute(
-      ctx.output_name(0), x.shape(),
-      [&](const std::vector<Expr>& i) { return downcast(fn(upcast(x(i))), dtype); }, ctx.node().describe());
-}
-
-template <UnaryFn Fn>
-std::vector<te::Tensor> unary_float(OpContext& ctx) {
-  check_dtype(ctx, ctx.input(0), "input 0", kFloatTypes);
-  return {map_unary(ctx, ctx.input(0), Fn)};
-}
-
-Expr relu(Expr x) { return max(x, make_zero(x.type())); }
-Expr exp_(Expr x) { return call(Intrinsic::Exp, std::move(x)); }
-Expr tanh_(Expr x) { return call(Intrinsic::Tanh, std::move(x)); }
-
-}  // namespace
 
 void register_elementwise(OpTable& table) {
-  table.add(OpKind::Add, binary<add>);
-  table.add(OpKind::Sub, binary<sub>);
-  table.add(OpKind::Mul, binary<mul>);
-  table.add(OpKind::Div, binary<div>);
-  table.add(OpKind::Relu, unary_float<relu>);
-  table.add(OpKind::Exp, unary_float<exp_>);
-  table.add(OpKind::Tanh, unary_float<tanh_>);
+  register_elementwise_math(table);
+  register_elementwise_logic(table);
 }
 
 }  // namespace kiln::ops

@@ -5,8 +5,8 @@ namespace kiln::ops {
 static OpTable make_table() {
   OpTable table;
   register_elementwise(table);
-  register_data_movement(table);
-  register_contraction(table);
+  register_reduction(table);
+  register_normalization(table);
   return table;
 }
 

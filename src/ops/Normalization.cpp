@@ -1,0 +1,195 @@
+// Normalizations, each written as row stages (row max, row sums, then an elementwise normalize)
+// so that a GPU schedule can fuse them into one row kernel. Statistics are computed in float32
+// for float16/bfloat16 (in the stash type for LayerNormalization).
+#include "Families.h"
+#include "ReduceStages.h"
+
+namespace kiln::ops {
+namespace {
+
+using namespace ir;
+
+std::vector<int> axes_from(int first, int rank) {
+  std::vector<int> out;
+  for (int d = first; d < rank; ++d) out.push_back(d);
+  return out;
+}
+
+// Softmax, LogSoftmax and Hardmax work on the rows of a 2-D view coerced at `axis` before opset 13
+// (every dim from `axis` on), and along `axis` alone from 13 on.
+std::vector<int> softmax_axes(const OpContext& ctx, int rank) {
+  const bool coerced = ctx.opset() < 13;
+  const int axis = normalize_axis(ctx, ctx.node().attr_int("axis", coerced ? 1 : -1), rank, "attribute 'axis'");
+  return coerced ? axes_from(axis, rank) : std::vector<int>{axis};
+}
+
+te::Tensor output(const OpContext& ctx, int k, const std::vector<Expr>& shape, const te::ComputeFn& fn) {
+  return te::compute(ctx.output_name(k), shape, fn, ctx.node().describe());
+}
+
+template <bool Log>
+std::vector<te::Tensor> build_softmax(OpContext& ctx) {
+  const te::Tensor& x = ctx.input(0);
+  check_dtype(ctx, x, "input 0", kFloatTypes);
+  const std::vector<int> axes = softmax_axes(ctx, x.ndim());
+  auto value = [&](const std::vector<Expr>& i) { return upcast(x(i)); };
+  const te::Tensor row_max = reduce_stage(ctx, ctx.stage_name("max"), x.shape(), axes, true, ReduceKind::Max, value);
+  auto shifted = [&](const std::vector<Expr>& i) { return value(i) - read_reduced(row_max, i, axes); };
+  const te::Tensor row_sum = reduce_stage(ctx, ctx.stage_name("sum_exp"), x.shape(), axes, true, ReduceKind::Sum,
+                                          [&](const std::vector<Expr>& i) { return call(Intrinsic::Exp, shifted(i)); });
+  return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    const Expr sum = read_reduced(row_sum, i, axes);
+    const Expr y = Log ? shifted(i) - call(Intrinsic::Log, sum) : call(Intrinsic::Exp, shifted(i)) / sum;
+    return downcast(y, x.dtype());
+  })};
+}
+
+// Hardmax: 1 at the first position of each row's max, 0 elsewhere.
+std::vector<te::Tensor> build_hardmax(OpContext& ctx) {
+  const te::Tensor& x = ctx.input(0);
+  check_dtype(ctx, x, "input 0", kFloatTypes);
+  const std::vector<int> axes = softmax_axes(ctx, x.ndim());
+  auto value = [&](const std::vector<Expr>& i) { return upcast(x(i)); };
+  const te::Tensor row_max = reduce_stage(ctx, ctx.stage_name("max"), x.shape(), axes, true, ReduceKind::Max, value);
+  const te::Tensor first = reduce_stage(
+      ctx, ctx.stage_name("argmax"), x.shape(), axes, true, ReduceKind::Min,
+      [&](const std::vector<Expr>& i) { return flat_position(x.shape(), i, axes); },
+      [&](const std::vector<Expr>& i) { return value(i) == read_reduced(row_max, i, axes); });
+  return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    const Type t(x.dtype());
+    return select(flat_position(x.shape(), i, axes) == read_reduced(first, i, axes), make_one(t), make_zero(t));
+  })};
+}
+
+// Mean and 1/sqrt(variance + epsilon) over `axes`, as keepdims stages in type `acc`.
+struct Moments {
+  te::Tensor mean, inv_std;
+};
+
+Moments moments(const OpContext& ctx, const te::Tensor& x, const std::vector<int>& axes, Type acc, double epsilon) {
+  auto value = [&](const std::vector<Expr>& i) { return cast(acc, x(i)); };
+  const Expr count = cast(acc, reduced_count(x.shape(), axes));
+  const te::Tensor sum = reduce_stage(ctx, ctx.stage_name("sum"), x.shape(), axes, true, ReduceKind::Sum, value);
+  const std::vector<Expr>& stat_shape = sum.shape();
+  Moments m;
+  m.mean = te::compute(
+      ctx.stage_name("mean"), stat_shape, [&](const std::vector<Expr>& i) { return sum(i) / count; },
+      ctx.node().describe());
+  const te::Tensor sq = reduce_stage(ctx, ctx.stage_name("sum_sq_dev"), x.shape(), axes, true, ReduceKind::Sum,
+                                     [&](const std::vector<Expr>& i) {
+                                       const Expr d = value(i) - read_reduced(m.mean, i, axes);
+                                       return d * d;
+                                     });
+  m.inv_std = te::compute(
+      ctx.stage_name("inv_std"), stat_shape,
+      [&](const std::vector<Expr>& i) {
+        return make_one(acc) / call(Intrinsic::Sqrt, sq(i) / count + make_const(acc, epsilon));
+      },
+      ctx.node().describe());
+  return m;
+}
+
+bool wants_output(const OpContext& ctx, int k) {
+  const Node& node = ctx.node();
+  return k < static_cast<int>(node.outputs.size()) && node.outputs[k] >= 0;
+}
+
+// LayerNormalization: normalizes over every dim from `axis` on; Scale and B broadcast to those
+// dims. The optional Mean and InvStdDev outputs have the input's shape with those dims as 1.
+std::vector<te::Tensor> build_layer_norm(OpContext& ctx) {
+  const te::Tensor& x = ctx.input(0);
+  const te::Tensor& scale = ctx.input(1);
+  const te::Tensor bias = ctx.has_input(2) ? ctx.input(2) : te::Tensor();
+  check_dtype(ctx, x, "input 0", kFloatTypes);
+  check_same_dtype(ctx, {x, scale, bias});
+  const int axis = normalize_axis(ctx, ctx.node().attr_int("axis", -1), x.ndim(), "attribute 'axis'");
+  const std::vector<int> axes = axes_from(axis, x.ndim());
+  for (const te::Tensor& p : {scale, bias}) {
+    if (p.defined() && p.ndim() > x.ndim() - axis) {
+      ctx.fail("Scale and B must broadcast to the normalized shape (the last {} dims), but one has rank {}",
+               x.ndim() - axis, p.ndim());
+    }
+  }
+  const int64_t stash = ctx.node().attr_int("stash_type", 1);
+  if (stash != 1 && stash != 11) ctx.unsupported("stash_type {} is not supported (1: float, 11: double)", stash);
+  const Type acc(stash == 11 ? DType::Float64 : DType::Float32);
+  const Moments m = moments(ctx, x, axes, acc, ctx.node().attr_float("epsilon", 1e-5));
+  std::vector<te::Tensor> out = {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    const Expr normalized = (cast(acc, x(i)) - read_reduced(m.mean, i, axes)) * read_reduced(m.inv_std, i, axes);
+    Expr y = normalized * cast(acc, broadcast_read(scale, i));
+    if (bias.defined()) y = y + cast(acc, broadcast_read(bias, i));
+    return downcast(y, x.dtype());
+  })};
+  const std::vector<Expr>& stat_shape = m.mean.shape();
+  auto copy_of = [&](const te::Tensor& t) { return [&t](const std::vector<Expr>& i) { return t(i); }; };
+  out.push_back(wants_output(ctx, 1) ? output(ctx, 1, stat_shape, copy_of(m.mean)) : te::Tensor());
+  out.push_back(wants_output(ctx, 2) ? output(ctx, 2, stat_shape, copy_of(m.inv_std)) : te::Tensor());
+  return out;
+}
+
+// A per-channel parameter (shape [C]) read at channel `c`, in type `t`.
+Expr channel_param(const OpContext& ctx, const te::Tensor& p, const char* what, const Expr& channels, const Expr& c,
+                   Type t) {
+  check_dtype(ctx, p, what, kFloatTypes);
+  if (p.ndim() != 1) ctx.fail("{} must have shape [C] (rank 1), got rank {}", what, p.ndim());
+  auto n = as_const_int(p.shape(0)), want = as_const_int(channels);
+  if (n && want && *n != *want) ctx.fail("{} has {} elements but the input has {} channels", what, *n, *want);
+  return cast(t, p({c}));
+}
+
+// BatchNormalization at inference: y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel
+// (dim 1). Training mode (and the running-statistics outputs it produces) is unsupported.
+std::vector<te::Tensor> build_batch_norm(OpContext& ctx) {
+  const Node& node = ctx.node();
+  if (node.attr_int("training_mode", 0) != 0) {
+    ctx.unsupported("training mode (attribute 'training_mode' is 1) is not supported; kiln compiles inference");
+  }
+  for (int k = 1; k < static_cast<int>(node.outputs.size()); ++k) {
+    if (wants_output(ctx, k)) ctx.unsupported("output {} (a training statistic) is not supported", k);
+  }
+  if (ctx.opset() < 9 && node.attr_int("spatial", 1) == 0) {
+    ctx.unsupported("attribute 'spatial' = 0 (per-element statistics) is not supported");
+  }
+  const te::Tensor& x = ctx.input(0);
+  check_dtype(ctx, x, "input 0", kFloatTypes);
+  if (x.ndim() < 2) ctx.fail("input 0 must have rank >= 2 (N, C, ...), got rank {}", x.ndim());
+  const double epsilon = node.attr_float("epsilon", 1e-5);
+  const Type acc = accumulate_type(x.dtype());
+  const char* names[] = {"", "input 1 (scale)", "input 2 (B)", "input 3 (mean)", "input 4 (var)"};
+  for (int k = 1; k <= 4; ++k) channel_param(ctx, ctx.input(k), names[k], x.shape(1), Expr(0), acc);
+  return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    auto p = [&](int k) { return channel_param(ctx, ctx.input(k), names[k], x.shape(1), i[1], acc); };
+    const Expr inv = make_one(acc) / call(Intrinsic::Sqrt, p(4) + make_const(acc, epsilon));
+    return downcast((cast(acc, x(i)) - p(3)) * inv * p(1) + p(2), x.dtype());
+  })};
+}
+
+// InstanceNormalization: per (n, c), statistics over the spatial dims; scale and B per channel.
+std::vector<te::Tensor> build_instance_norm(OpContext& ctx) {
+  const te::Tensor& x = ctx.input(0);
+  check_dtype(ctx, x, "input 0", kFloatTypes);
+  if (x.ndim() < 3) ctx.fail("input 0 must have rank >= 3 (N, C, D1, ...), got rank {}", x.ndim());
+  const Type acc = accumulate_type(x.dtype());
+  channel_param(ctx, ctx.input(1), "input 1 (scale)", x.shape(1), Expr(0), acc);
+  channel_param(ctx, ctx.input(2), "input 2 (B)", x.shape(1), Expr(0), acc);
+  const std::vector<int> axes = axes_from(2, x.ndim());
+  const Moments m = moments(ctx, x, axes, acc, ctx.node().attr_float("epsilon", 1e-5));
+  return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    const Expr scale = cast(acc, ctx.input(1)({i[1]})), bias = cast(acc, ctx.input(2)({i[1]}));
+    const Expr normalized = (cast(acc, x(i)) - read_reduced(m.mean, i, axes)) * read_reduced(m.inv_std, i, axes);
+    return downcast(normalized * scale + bias, x.dtype());
+  })};
+}
+
+}  // namespace
+
+void register_normalization(OpTable& table) {
+  table.add(OpKind::Softmax, build_softmax<false>);
+  table.add(OpKind::LogSoftmax, build_softmax<true>);
+  table.add(OpKind::Hardmax, build_hardmax);
+  table.add(OpKind::LayerNormalization, build_layer_norm);
+  table.add(OpKind::BatchNormalization, build_batch_norm);
+  table.add(OpKind::InstanceNormalization, build_instance_norm);
+}
+
+}  // namespace kiln::ops
