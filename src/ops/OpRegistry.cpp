@@ -7,6 +7,8 @@ static OpTable make_table() {
   register_elementwise(table);
   register_reduction(table);
   register_normalization(table);
+  register_data_movement(table);
+  register_contraction(table);
   return table;
 }
 
