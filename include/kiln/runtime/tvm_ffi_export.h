@@ -33,7 +33,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <vector>
+#include <memory>
 
 #include "kiln/runtime/kiln_abi.h"
 #include "kiln/runtime/validate.h"
@@ -163,11 +163,16 @@ inline const char* any_type_name(int32_t type_index) {
 }
 
 // Host workspace for CPU functions: one growing buffer per thread (calls are synchronous).
+// (A thread_local std::vector here aborts nvcc 13's C++20 front end; hence unique_ptr.)
 inline void* host_workspace(size_t bytes) {
-  static thread_local std::vector<std::max_align_t> buffer;
+  static thread_local std::unique_ptr<std::max_align_t[]> buffer;
+  static thread_local size_t capacity = 0;
   const size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
-  if (buffer.size() < words) buffer.resize(words);
-  return buffer.data();
+  if (capacity < words) {
+    buffer.reset(new std::max_align_t[words]);
+    capacity = words;
+  }
+  return buffer.get();
 }
 
 // The largest parameter count handled without allocation; kiln functions have a handful.
@@ -232,8 +237,10 @@ inline int safe_call(KilnKernelFn call, const KilnSignature& sig, const Any* arg
     }
     const int32_t status = call(tensors, num_args, workspace, stream);
     if (status != KILN_OK) {
-      const char* message = kiln_last_error();
-      return raise(status, message ? std::string(message) : std::string(sig.name) + " failed");
+      // (No conditional expression over std::string here: nvcc 13's C++20 front end aborts on it.)
+      std::string message = std::string(sig.name) + " failed";
+      if (const char* last = kiln_last_error()) message = last;
+      return raise(status, message);
     }
     return 0;
   } catch (...) {

@@ -157,10 +157,10 @@ inline int32_t validate_arguments(const KilnSignature& sig, const DLTensor* args
           bound_dim[s] = d;
         }
       } else if (symbol_values[s] != found) {
-        const std::string bound_by =
-            s < kTrackedSymbols ? std::string(sig.params[bound_arg[s]].name) + ".shape[" +
-                                      std::to_string(bound_dim[s]) + "]"
-                                : std::string("an earlier argument");
+        std::string bound_by = "an earlier argument";
+        if (s < kTrackedSymbols) {
+          bound_by = std::string(sig.params[bound_arg[s]].name) + ".shape[" + std::to_string(bound_dim[s]) + "]";
+        }
         return error.fail(KILN_ERR_SHAPE, where + ", expected " + sig.symbol_names[s] + " = " +
                                               std::to_string(symbol_values[s]) + " (from " +
                                               bound_by + ")");
