@@ -1,0 +1,308 @@
+"""kiln 4-bit linear benchmark: correctness first, then timing (see run.sh, NOTES.md)."""
+import argparse
+import ctypes as C
+import datetime
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+import kiln_quant as kq  # noqa: E402
+
+SHAPES = [(16384, 2048), (2048, 16384), (4096, 1024), (1024, 4096)]  # (N, K)
+MS = [1, 4, 16, 51, 816]
+FMTS = ["nvfp4", "mxfp4", "int4"]
+BOUND = {torch.bfloat16: 8e-3, torch.float16: 2e-3}  # rel. L2 error vs fp64 reference of dequant(W)
+dev = torch.device("cuda")
+lines = []
+
+
+def log(s=""):
+    print(s, flush=True)
+    lines.append(s)
+
+
+def rel_err(out, ref):
+    out = out.double()
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def time_calls(calls, reps=20, trials=5):
+    """Median µs per call of a CUDA graph replaying `calls` (rotated operands) `reps` times."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for c in calls:
+            c()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for c in calls:
+            c()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(trials):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / (reps * len(calls)))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def copies_for(nbytes, l2):
+    return max(1, min(256, -(-4 * l2 // max(nbytes, 1))))
+
+
+def weights(n, k, seed):
+    g = torch.Generator(device=dev).manual_seed(seed)
+    return torch.randn(n, k, device=dev, generator=g) * 0.02
+
+
+def quantize(w, fmt):
+    return kq.quantize(w, fmt, group=128)
+
+
+def torch_int4(q):
+    """PyTorch's int4 operands from kiln's INT4 (w = (q - z)s = (q - 8)s + (8 - z)s)."""
+    n, k = q.codes.shape
+    c = q.codes.to(torch.int32)
+    w_uint8 = ((c[:, ::2] << 4) | c[:, 1::2]).to(torch.uint8)
+    packed = torch.ops.aten._convert_weight_to_int4pack(w_uint8, 8)
+    s = q.scales.float()
+    zero = (8.0 - q.zeros.float()) * s
+    sz = torch.stack([s, zero], -1).transpose(0, 1).contiguous().to(torch.bfloat16)
+    return packed, sz
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--command", default="bench/quant/run.sh")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    lib = C.CDLL(args.lib)
+    props = torch.cuda.get_device_properties(0)
+    l2 = props.L2_cache_size
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "kernels", "bench/quant"], capture_output=True, text=True).stdout.strip()
+    date = datetime.date.today().isoformat()
+    log(f"# kiln 4-bit linear layers: {props.name}, {date}")
+    log("")
+    log(f"- device: {props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    log(f"- commit: {commit}{' (+ uncommitted kernel/bench changes)' if dirty else ''}; command: `{args.command}`")
+    log("- timing: CUDA graph replays, median of 5 trials; operands rotated over >= 4x L2 of distinct copies")
+    log(f"- libkiln_quant exports {lib.kiln_library_functions(None)} functions through the kernel contract")
+
+    # ---- ceilings ----
+    big = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(big)
+    t_copy = time_calls([lambda: dst.copy_(big)], reps=5)
+    copy_bw = 2 * big.numel() / t_copy / 1e3
+    fbig = big.view(torch.float32)
+    t_read = time_calls([lambda: fbig.sum()], reps=5)
+    read_bw = big.numel() / t_read / 1e3
+    del big, dst, fbig
+    log(f"- measured: device copy {copy_bw:.0f} GB/s (read+write), read-only (torch sum) {read_bw:.0f} GB/s")
+    log("")
+
+    # ---- correctness: every variant and shape, fresh random data, poisoned outputs ----
+    log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
+    log("")
+    ok = {}
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    worst = {}
+    for (n, k) in SHAPES:
+        w = weights(n, k, 1000 + n + k)
+        for fmt in FMTS:
+            q = quantize(w, fmt)
+            wd = q.dequant().double()
+            kw = kq.KernelWeight(q)
+            for dt in [torch.bfloat16, torch.float16]:
+                if fmt == "int4" and dt == torch.float16:
+                    kw16 = kq.KernelWeight(kq.quantize(w, fmt, group=128, scale_dtype=torch.float16))
+                    wd16 = kq.quantize(w, fmt, group=128, scale_dtype=torch.float16).dequant().double()
+                for m in MS if dt == torch.bfloat16 else [1, 16, 51]:
+                    x = torch.randn(m, k, device=dev).to(dt)
+                    y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
+                    kk = kw16 if (fmt == "int4" and dt == torch.float16) else kw
+                    ref = x.double() @ (wd16 if (fmt == "int4" and dt == torch.float16) else wd).T
+                    name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
+                    call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
+                    call()
+                    torch.cuda.synchronize()
+                    e = rel_err(y, ref)
+                    good = e < BOUND[dt]
+                    ok[(fmt, dt, n, k, m)] = good
+                    key = (fmt, str(dt).split(".")[-1])
+                    worst[key] = max(worst.get(key, 0), e)
+                    if not good:
+                        log(f"- FAIL {name} n={n} k={k} m={m}: rel err {e:.3e}")
+                # bias variant, once per shape
+                if dt == torch.bfloat16:
+                    m = 5
+                    x = torch.randn(m, k, device=dev).to(dt)
+                    bias = torch.randn(n, device=dev).to(dt)
+                    y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
+                    kq.Call(lib, f"w4_linear_bias_{fmt}_bf16", [x] + kw.args() + [bias, y], ws)()
+                    torch.cuda.synchronize()
+                    e = rel_err(y, x.double() @ wd.T + bias.double())
+                    ok[(fmt, "bias", n, k)] = e < BOUND[dt]
+                    if e >= BOUND[dt]:
+                        log(f"- FAIL w4_linear_bias_{fmt}_bf16 n={n} k={k}: {e:.3e}")
+        del w
+    for key, e in sorted(worst.items()):
+        log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M: {e:.2e}")
+
+    # kernel-contract refusals: misaligned pointer, wrong block count, bad k
+    x = torch.randn(2, 2048 + 8, device=dev).to(torch.bfloat16)
+    q = quantize(weights(256, 2048, 5), "nvfp4")
+    kw = kq.KernelWeight(q)
+    y = torch.empty(2, 256, device=dev, dtype=torch.bfloat16)
+    xs = x[:, 8:]  # not compact: strides refused
+    st = kq.Call(lib, "w4_linear_nvfp4_bf16", [x.view(-1)[1:1 + 2 * 2048].view(2, 2048)] + kw.args() + [y], ws).status()
+    msg1 = kq.last_error(lib).splitlines()[0]
+    bad_scale = kw.scale[:, :64].contiguous()
+    st2 = kq.Call(lib, "w4_linear_nvfp4_bf16", [x[:, :2048].contiguous(), kw.data, bad_scale, kw.s2, y], ws).status()
+    msg2 = kq.last_error(lib).splitlines()[0]
+    log(f"- refusals: misaligned x -> status {st} ({msg1}); wrong block count -> status {st2} ({msg2})")
+    ok["refusals"] = st == 4 and st2 == 3
+    del xs
+
+    # fused gate/up + down (MLP) correctness, one layer, all formats
+    for (h, i) in [(2048, 16384), (1024, 4096)]:
+        wg, wu, wdn = weights(i, h, 1), weights(i, h, 2), weights(h, i, 3)
+        for fmt in FMTS:
+            qg, qu, qd = quantize(wg, fmt), quantize(wu, fmt), quantize(wdn, fmt)
+            gu, dn = kq.KernelWeight(qg, qu), kq.KernelWeight(qd)
+            for m in [1, 51, 816]:
+                x = torch.randn(m, h, device=dev).to(torch.bfloat16)
+                xd = x.double()
+                g_ref, u_ref = xd @ qg.dequant().double().T, xd @ qu.dequant().double().T
+                h_ref = F.gelu(g_ref, approximate="tanh") * u_ref
+                y_ref = h_ref @ qd.dequant().double().T
+                y = torch.full((m, h), float("nan"), device=dev, dtype=torch.bfloat16)
+                kq.Call(lib, f"w4_mlp_{fmt}_bf16_geglu", [x] + gu.args() + dn.args() + [y], ws)()
+                hh = torch.full((m, i), float("nan"), device=dev, dtype=torch.bfloat16)
+                kq.Call(lib, f"w4_gate_up_{fmt}_bf16_swiglu", [x] + gu.args() + [hh], ws)()
+                torch.cuda.synchronize()
+                e1 = rel_err(y, y_ref)
+                e2 = rel_err(hh, F.silu(g_ref) * u_ref)
+                good = e1 < 1.5e-2 and e2 < 1e-2
+                ok[(fmt, "mlp", h, m)] = good
+                log(f"- mlp {fmt} {h}->{i}->{h} m={m}: geglu mlp rel err {e1:.2e}, swiglu gate_up {e2:.2e}{'' if good else '  FAIL'}")
+    log("")
+
+    # ---- timing ----
+    log("## Linear layers, bf16 activations (µs; GB/s = weight+scale bytes / time; ×bf16 = speedup over cuBLAS bf16)")
+    log("")
+    log(f"Read bandwidth ceiling {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s).")
+    log("")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 |")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (n, k) in SHAPES:
+        w = weights(n, k, 7 + n)
+        wb = w.to(torch.bfloat16)
+        nb = copies_for(wb.numel() * 2, l2)
+        wbs = [wb.clone() for _ in range(nb)]
+        qs = {fmt: quantize(w, fmt) for fmt in FMTS}
+        kws = {}
+        for fmt in FMTS:
+            kw = kq.KernelWeight(qs[fmt])
+            kws[fmt] = [kw] + [kq.KernelWeight.__new__(kq.KernelWeight) for _ in range(copies_for(kw.nbytes(), l2) - 1)]
+            for c in kws[fmt][1:]:
+                c.data, c.scale, c.fmt = kw.data.clone(), kw.scale.clone(), kw.fmt
+                c.zero = kw.zero.clone() if kw.zero is not None else None
+                c.s2 = kw.s2.clone() if kw.s2 is not None else None
+        try:
+            packed, sz = torch_int4(qs["int4"])
+            i4 = [(packed.clone(), sz.clone()) for _ in range(copies_for(packed.numel() * packed.element_size(), l2))]
+            i4_err = None
+        except Exception as ex:  # noqa: BLE001
+            i4, i4_err = None, str(ex).splitlines()[0][:120]
+            log(f"- torch int4 unavailable: {i4_err}")
+        for m in MS:
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            t_bf = time_calls([lambda wi=wi: torch.matmul(x, wi.T, out=y) for wi in wbs])
+            row = f"| {n}×{k} | {m} | {t_bf:.1f} |"
+            if i4 is not None:
+                yi = torch.ops.aten._weight_int4pack_mm(x, i4[0][0], 128, i4[0][1])
+                e = rel_err(yi, x.double() @ qs["int4"].dequant().double().T)
+                if e < 1e-2:
+                    t_i4 = time_calls([lambda p=p: torch.ops.aten._weight_int4pack_mm(x, p[0], 128, p[1]) for p in i4])
+                    row += f" {t_i4:.1f} ({t_bf / t_i4:.2f}) |"
+                else:
+                    row += f" wrong ({e:.1e}) |"
+            else:
+                row += " n/a |"
+            for fmt in FMTS:
+                if not ok.get((fmt, torch.bfloat16, n, k, m), False):
+                    row += " FAILED | | |" + (" |" if fmt == "nvfp4" else "")
+                    continue
+                calls = [kq.Call(lib, f"w4_linear_{fmt}_bf16", [x] + c.args() + [y], ws) for c in kws[fmt]]
+                t = time_calls(calls)
+                gbs = kws[fmt][0].nbytes() / t / 1e3
+                row += f" {t:.1f} | {gbs:.0f} |" + (f" {100 * gbs / read_bw:.0f}% |" if fmt == "nvfp4" else "") + f" {t_bf / t:.2f} |"
+            log(row)
+        del wbs, kws, qs, w, wb
+        torch.cuda.empty_cache()
+    log("")
+
+    # ---- whole MLPs ×18 ----
+    log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
+    log("")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) |")
+    log("|---|---|---|---|---|---|")
+    for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
+        per_layer_bf16 = 3 * h * i * 2
+        layers = max(18, -(-4 * l2 // per_layer_bf16))
+        bf = [(weights(2 * i, h, 100 + j).to(torch.bfloat16), weights(h, i, 200 + j).to(torch.bfloat16)) for j in range(layers)]
+        qw = {}
+        for fmt in FMTS:
+            qw[fmt] = []
+            for j in range(layers):
+                wgu = bf[j][0].float()
+                qg, qu, qd = quantize(wgu[:i].contiguous(), fmt), quantize(wgu[i:].contiguous(), fmt), quantize(bf[j][1].float(), fmt)
+                qw[fmt].append((kq.KernelWeight(qg, qu), kq.KernelWeight(qd)))
+        for m in mlist:
+            x0 = torch.randn(m, h, device=dev).to(torch.bfloat16)
+            bufs = [x0] + [torch.empty(m, h, device=dev, dtype=torch.bfloat16) for _ in range(layers)]
+
+            def bf16_mlp():
+                for j in range(layers):
+                    gu = torch.matmul(bufs[j], bf[j][0].T)
+                    hh = F.gelu(gu[:, :i], approximate="tanh") * gu[:, i:]
+                    torch.matmul(hh, bf[j][1].T, out=bufs[j + 1])
+            t_bf = time_calls([bf16_mlp], reps=3, trials=3) * 18 / layers
+            row = f"| {label} | {m} | {t_bf:.0f} |"
+            for fmt in FMTS:
+                if not all(ok.get((fmt, "mlp", h, mm), False) for mm in [1, 51, 816]):
+                    row += " FAILED |"
+                    continue
+                calls = [kq.Call(lib, f"w4_mlp_{fmt}_bf16_geglu", [bufs[j]] + qw[fmt][j][0].args() + qw[fmt][j][1].args() + [bufs[j + 1]], ws)
+                         for j in range(layers)]
+                t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
+                row += f" {t:.0f} ({t_bf / t:.2f}) |"
+            log(row)
+        del bf, qw
+        torch.cuda.empty_cache()
+    log("")
+    name = props.name.replace(" ", "_")
+    out = os.path.join(args.out, f"quant_{name}_{date}.md")
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

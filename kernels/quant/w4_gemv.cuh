@@ -1,0 +1,161 @@
+#pragma once
+// Variant 1, M = 1..16: y = x · dequant(W)ᵀ streaming W once.
+//
+// Schedule. A CTA owns one 16-row tile of W; its `kw` warps split K evenly. The mma is
+// m16n8k16 with the operands swapped (W is the 16-row A operand, xᵀ the n8 B operand: 8 tokens,
+// a second mma for tokens 8..15), so one decoded weight fragment feeds every token. Per step a
+// thread (group g = lane/4, t = lane%4) loads 16 bytes = 32 consecutive k of rows g and g+8
+// (a quad reads 64 contiguous bytes per row), their 2 scale bytes, and the 32 matching x values
+// of its token(s) from L1/L2. Logical mma k follows the thread's own physical k (any permutation
+// of k shared by A and B gives the same dot product), so no shuffles are needed.
+// Weights are prefetched kDepth steps ahead in registers; x one step ahead.
+// Epilogue: the warps' partial sums meet in shared memory; scales, bias and the gated
+// activation are applied in fp32.
+#include "w4_params.cuh"
+
+namespace kiln::quant::gpu {
+
+template <Format F>
+struct WeightStep {
+  uint4 w[2];      // rows g and g+8: 32 elements each
+  uint32_t s[2];   // raw scale bits per row
+  uint32_t z[2];   // INT4 zero bits per row
+};
+
+template <Format F, typename T>
+__device__ __forceinline__ WeightStep<F> load_weight_step(const LinearParams& p, int row, int k0) {
+  WeightStep<F> ws;
+  const size_t row_bytes = size_t(p.k) / 2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const size_t rr = size_t(row + 8 * r);
+    ws.w[r] = load_stream16(p.weight + rr * row_bytes + k0 / 2);
+    if constexpr (F == Format::NvFp4) {
+      ws.s[r] = __ldg(reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(p.scale) + rr * (p.k / 16) + k0 / 16));
+      ws.z[r] = 0;
+    } else if constexpr (F == Format::MxFp4) {
+      ws.s[r] = __ldg(static_cast<const uint8_t*>(p.scale) + rr * (p.k / 32) + k0 / 32);
+      ws.z[r] = 0;
+    } else {
+      const size_t gi = rr * (p.k / p.group) + k0 / p.group;
+      ws.s[r] = __ldg(static_cast<const uint16_t*>(p.scale) + gi);
+      ws.z[r] = __ldg(static_cast<const uint16_t*>(p.zero) + gi);
+    }
+  }
+  return ws;
+}
+
+template <int NT>
+struct ActStep {
+  uint4 x[NT][4];  // token g (+8): 32 consecutive k
+};
+
+template <typename T, int NT>
+__device__ __forceinline__ ActStep<NT> load_act_step(const LinearParams& p, int tok_base, int g, int k0) {
+  ActStep<NT> a;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int tok = tok_base + 8 * j + g;
+    const T* src = static_cast<const T*>(p.x) + size_t(tok) * p.k + k0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a.x[j][i] = tok < p.m ? load_cached16(src + 8 * i) : make_uint4(0, 0, 0, 0);
+  }
+  return a;
+}
+
+// One step: 32 k of rows g, g+8 against NT token tiles.
+template <Format F, typename T, int NT>
+__device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<NT>& as, float (&acc)[NT][4]) {
+  constexpr bool BF16 = IsBf16<T>::value;
+  Scale<F, BF16> sc[2];
+  sc[0].expand(ws.s[0], ws.z[0]);
+  sc[1].expand(ws.s[1], ws.z[1]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t d0[4], d1[4];
+    decode_word<F, BF16>(word_of(ws.w[0], i), d0);
+    decode_word<F, BF16>(word_of(ws.w[1], i), d1);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      d0[q] = sc[0].apply(d0[q], i);
+      d1[q] = sc[1].apply(d1[q], i);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t a[4] = {d0[2 * h], d1[2 * h], d0[2 * h + 1], d1[2 * h + 1]};
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const uint4& xv = as.x[j][i];
+        mma16816<BF16>(acc[j], a, h == 0 ? xv.x : xv.z, h == 0 ? xv.y : xv.w);
+      }
+    }
+  }
+}
+
+template <Format F, typename T, int NT, int kMaxWarps>
+__global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
+  constexpr int kDepth = 4;
+  __shared__ float red[kMaxWarps][NT * 8][17];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int row0 = blockIdx.x * 16;
+  const int steps = p.k / 128 / kw;
+  const int kbegin = warp * steps * 128 + 32 * t;
+
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  WeightStep<F> ring[kDepth];
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    if (d < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
+  }
+  ActStep<NT> xa = load_act_step<T, NT>(p, tok_base, g, kbegin);
+  for (int base = 0; base < steps; base += kDepth) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int s = base + d;
+      if (s < steps) {
+        ActStep<NT> xn;
+        if (s + 1 < steps) xn = load_act_step<T, NT>(p, tok_base, g, kbegin + 128 * (s + 1));
+        mma_step<F, T, NT>(ring[d], xa, acc);
+        if (s + kDepth < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * (s + kDepth));
+        xa = xn;
+      }
+    }
+  }
+
+  // C fragment: c0,c1 = (row g, tokens 2t, 2t+1), c2,c3 = (row g+8, same tokens).
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    red[warp][8 * j + 2 * t][g] = acc[j][0];
+    red[warp][8 * j + 2 * t + 1][g] = acc[j][1];
+    red[warp][8 * j + 2 * t][g + 8] = acc[j][2];
+    red[warp][8 * j + 2 * t + 1][g + 8] = acc[j][3];
+  }
+  __syncthreads();
+  using Scalar = T;
+  for (int idx = threadIdx.x; idx < NT * 8 * 16; idx += blockDim.x) {
+    const int tok = idx / 16, r = idx % 16;
+    if (tok_base + tok >= p.m) continue;
+    const bool gated = p.act != Activation::None;
+    if (gated && r >= 8) continue;
+    float v = 0.0f, u = 0.0f;
+    for (int w = 0; w < kw; ++w) {
+      v += red[w][tok][r];
+      if (gated) u += red[w][tok][r + 8];
+    }
+    const size_t m = size_t(tok_base + tok);
+    v *= row_factor<T, F>(p, r);
+    if (gated) {
+      u *= row_factor<T, F>(p, r + 8);
+      static_cast<Scalar*>(p.y)[m * (p.n / 2) + blockIdx.x * 8 + r] = from_float<T>(activate(v, p.act) * u);
+    } else {
+      if (p.bias) v += static_cast<float>(static_cast<const Scalar*>(p.bias)[row0 + r]);
+      static_cast<Scalar*>(p.y)[m * p.n + row0 + r] = from_float<T>(v);
+    }
+  }
+}
+
+}  // namespace kiln::quant::gpu

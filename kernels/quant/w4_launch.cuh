@@ -1,0 +1,81 @@
+#pragma once
+// Host side: which variant runs for a shape (a pure function of m, n, k, so that the workspace
+// formula of a signature can repeat it), and the launches.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "w4_gemm.cuh"
+
+namespace kiln::quant::gpu {
+
+// Warps of the GPU a launch aims to fill: 132 SMs x 16 warps (H100/H200); smaller GPUs simply
+// run more waves. Kept a constant so plans do not depend on the device.
+constexpr int kTargetWarps = 132 * 16;
+constexpr int kTargetCtas = 2 * 132;
+
+struct LinearPlan {
+  enum Kind { Gemv, Gemm } kind = Gemv;
+  int gemv_tiles = 1;   // token tiles of 8 per GEMV launch (1 or 2)
+  int gemv_warps = 1;   // warps per GEMV CTA (split of K)
+  int gemm_split = 1;   // CTAs along K for the GEMM
+  size_t partial_bytes(int m, int n) const { return gemm_split > 1 ? size_t(m) * n * sizeof(float) : 0; }
+};
+
+inline int largest_divisor_at_most(int value, int cap) {
+  cap = std::max(1, std::min(cap, value));
+  for (int d = cap; d > 1; --d)
+    if (value % d == 0) return d;
+  return 1;
+}
+
+inline LinearPlan plan_linear(int m, int n, int k) {
+  LinearPlan plan;
+  const int steps = k / 128;
+  if (m > 16 && n % kGemmRows == 0) {
+    plan.kind = LinearPlan::Gemm;
+    const int ctas = (n / kGemmRows) * ((m + kGemmTokens - 1) / kGemmTokens);
+    if (ctas < 132) plan.gemm_split = largest_divisor_at_most(steps, (kTargetCtas + ctas - 1) / ctas);
+    return plan;
+  }
+  plan.gemv_tiles = m <= 8 ? 1 : 2;
+  const int ctas = n / 16;
+  plan.gemv_warps = largest_divisor_at_most(steps, std::min((kTargetWarps + ctas - 1) / ctas, plan.gemv_tiles == 1 ? 16 : 8));
+  return plan;
+}
+
+template <Format F, typename T, int NT>
+cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
+  constexpr int kMax = NT == 1 ? 16 : 8;
+  for (int tok = 0; tok < p.m; tok += 8 * NT) {
+    w4_gemv_kernel<F, T, NT, kMax><<<p.n / 16, warps * 32, 0, stream>>>(p, tok, warps);
+  }
+  return cudaGetLastError();
+}
+
+// Runs y = x · dequant(W)ᵀ (+ bias) or the gated variant. `partial` must hold
+// plan.partial_bytes(m, n) bytes (it is zeroed here) when the plan splits K.
+template <Format F, typename T>
+cudaError_t launch_linear(LinearParams p, void* partial, cudaStream_t stream) {
+  const LinearPlan plan = plan_linear(p.m, p.n, p.k);
+  if (p.m == 0) return cudaSuccess;
+  if (plan.kind == LinearPlan::Gemv) {
+    return plan.gemv_tiles == 1 ? launch_gemv<F, T, 1>(p, plan.gemv_warps, stream)
+                                : launch_gemv<F, T, 2>(p, plan.gemv_warps, stream);
+  }
+  p.partial = nullptr;
+  if (plan.gemm_split > 1) {
+    p.partial = static_cast<float*>(partial);
+    if (cudaError_t e = cudaMemsetAsync(partial, 0, plan.partial_bytes(p.m, p.n), stream)) return e;
+  }
+  const dim3 grid(p.n / kGemmRows, (p.m + kGemmTokens - 1) / kGemmTokens, plan.gemm_split);
+  w4_gemm_kernel<F, T><<<grid, 128, 0, stream>>>(p);
+  if (plan.gemm_split > 1) {
+    const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
+    const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
+    w4_finish_kernel<F, T><<<blocks, 256, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::quant::gpu
