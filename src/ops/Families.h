@@ -9,5 +9,6 @@ void register_reduction(OpTable& table);      // Reduction.cpp
 void register_normalization(OpTable& table);  // Normalization.cpp
 void register_data_movement(OpTable& table);  // DataMovement*.cpp
 void register_contraction(OpTable& table);    // Contraction.cpp, Pooling.cpp
+void register_quant(OpTable& table);          // QuantLinear.cpp
 
 }  // namespace kiln::ops

@@ -9,6 +9,7 @@ static OpTable make_table() {
   register_normalization(table);
   register_data_movement(table);
   register_contraction(table);
+  register_quant(table);
   return table;
 }
 
