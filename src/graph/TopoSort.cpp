@@ -1,5 +1,6 @@
 #include "kiln/graph/TopoSort.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "kiln/support/Error.h"
@@ -39,11 +40,12 @@ std::string describe_cycle(const Graph& graph, const std::vector<int>& in_degree
     KILN_ASSERT(next >= 0, "unplaced node without an unplaced producer");
     n = next;
   }
+  // The cycle in data-flow order, starting at the node that comes first in the graph.
+  std::vector<int> cycle(path.rbegin(), path.rend() - position[n]);
+  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
   std::string s;
-  for (size_t i = path.size(); i-- > static_cast<size_t>(position[n]);) {
-    s += "'" + graph.nodes[path[i]].name + "' -> ";
-  }
-  return s + "'" + graph.nodes[path.back()].name + "'";
+  for (int c : cycle) s += "'" + graph.nodes[c].name + "' -> ";
+  return s + "'" + graph.nodes[cycle.front()].name + "'";
 }
 
 }  // namespace
