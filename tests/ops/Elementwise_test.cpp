@@ -1,0 +1,123 @@
+// Elementwise op definitions: error messages for bad input, and values on the CPU reference for
+// the cases where ONNX differs from the obvious C expression (integer Div/Mod signs, Clip bounds).
+#include <gtest/gtest.h>
+
+#include "NodeTestGraph.h"
+
+namespace kiln {
+namespace {
+
+using test::NodeTestGraph;
+
+TEST(Elementwise, BinaryDtypeMismatchNamesBothDtypes) {
+  NodeTestGraph g;
+  g.node("a", OpKind::Add, {g.input("x", DType::Float32, {2}), g.input("y", DType::Int32, {2})});
+  EXPECT_EQ(g.error(), "node 'a' (Add): input 1 has dtype int32 but input 0 has dtype float32; they must match");
+}
+
+TEST(Elementwise, BroadcastMismatchNamesShapesAndDimension) {
+  NodeTestGraph g;
+  g.node("m", OpKind::Mul, {g.input("x", DType::Float32, {2, 3}), g.input("y", DType::Float32, {4})});
+  EXPECT_EQ(g.error(),
+            "node 'm' (Mul): shapes [2, 3], [4] do not broadcast: dimension 1 is 3 in one input and 4 in another");
+}
+
+TEST(Elementwise, VariadicBroadcastMismatch) {
+  NodeTestGraph g;
+  g.node("s", OpKind::Sum,
+         {g.input("x", DType::Float32, {3}), g.input("y", DType::Float32, {1, 3}), g.input("z", DType::Float32, {2, 2})});
+  EXPECT_EQ(g.error(),
+            "node 's' (Sum): shapes [3], [1, 3], [2, 2] do not broadcast: dimension 1 is 3 in one input and 2 in "
+            "another");
+}
+
+TEST(Elementwise, FloatMathRejectsIntegers) {
+  NodeTestGraph g;
+  g.node("r", OpKind::Sqrt, {g.input("x", DType::Int32, {2})});
+  EXPECT_EQ(g.error(), "node 'r' (Sqrt): input 0 has dtype int32, expected one of: float16, bfloat16, float32, float64");
+}
+
+TEST(Elementwise, LogicRejectsNonBool) {
+  NodeTestGraph g;
+  g.node("a", OpKind::And, {g.input("x", DType::Float32, {2}), g.input("y", DType::Float32, {2})});
+  EXPECT_EQ(g.error(), "node 'a' (And): input 0 has dtype float32, expected one of: bool");
+}
+
+TEST(Elementwise, FloatModNeedsFmod) {
+  NodeTestGraph g;
+  g.node("m", OpKind::Mod, {g.input("x", DType::Float32, {2}), g.input("y", DType::Float32, {2})});
+  EXPECT_EQ(g.error(), "node 'm' (Mod): attribute 'fmod' is 0 but the inputs are float32; floating-point Mod requires fmod=1");
+}
+
+TEST(Elementwise, WhereBranchesMustMatch) {
+  NodeTestGraph g;
+  g.node("w", OpKind::Where,
+         {g.input("c", DType::Bool, {2}), g.input("x", DType::Float32, {2}), g.input("y", DType::Int64, {2})});
+  EXPECT_EQ(g.error(), "node 'w' (Where): input 1 has dtype float32 but input 2 has dtype int64; they must match");
+}
+
+TEST(Elementwise, BitShiftDirection) {
+  NodeTestGraph g;
+  g.node("b", OpKind::BitShift, {g.input("x", DType::UInt8, {2}), g.input("y", DType::UInt8, {2})},
+         {{"direction", test::string_attr("UP")}});
+  EXPECT_EQ(g.error(), "node 'b' (BitShift): attribute 'direction' is 'UP', expected 'LEFT' or 'RIGHT'");
+}
+
+TEST(Elementwise, PReluSlopeMustBroadcastToInput) {
+  NodeTestGraph g;
+  g.node("p", OpKind::PRelu, {g.input("x", DType::Float32, {2, 1}), g.input("s", DType::Float32, {3})});
+  EXPECT_EQ(g.error(),
+            "node 'p' (PRelu): slope does not broadcast to the input: dimension 1 of the input is 1 but the slope "
+            "makes it 3");
+}
+
+TEST(Elementwise, ClipMinMustBeScalar) {
+  NodeTestGraph g(13);
+  g.node("c", OpKind::Clip, {g.input("x", DType::Float32, {4}), g.input("lo", DType::Float32, {2})});
+  EXPECT_EQ(g.error(), "node 'c' (Clip): input 1 (min) must hold a single value, but its dimension 0 is 2");
+}
+
+TEST(Elementwise, DropoutTrainingModeIsUnsupported) {
+  NodeTestGraph g(13);
+  const int ratio = g.constant("ratio", test::tensor(DType::Float32, {}, {0.5}));
+  const int training = g.constant("training", test::tensor(DType::Bool, {}, {1}));
+  g.node("d", OpKind::Dropout, {g.input("x", DType::Float32, {4}), ratio, training});
+  EXPECT_EQ(g.error(),
+            "node 'd' (Dropout): training mode (input 'training_mode' is true) is not supported; kiln compiles "
+            "inference");
+}
+
+TEST(Elementwise, CastToStringIsUnsupported) {
+  NodeTestGraph g;
+  g.node("c", OpKind::Cast, {g.input("x", DType::Float32, {2})}, {{"to", test::int_attr(8)}});
+  EXPECT_EQ(g.error(), "node 'c' (Cast): casting to ONNX data type STRING is not supported");
+}
+
+// ONNX integer Div truncates; Mod with fmod=0 takes the divisor's sign, with fmod=1 the dividend's.
+TEST(Elementwise, IntegerDivAndModSigns) {
+  NodeTestGraph g;
+  const int x = g.input("x", DType::Int32, {4}), y = g.input("y", DType::Int32, {4});
+  g.node("div", OpKind::Div, {x, y});
+  g.node("mod", OpKind::Mod, {x, y});
+  g.node("fmod", OpKind::Mod, {x, y}, {{"fmod", test::int_attr(1)}});
+  const auto out = run_graph_on_cpu(g.graph, {{"x", test::tensor(DType::Int32, {4}, {7, -7, 7, -7})},
+                                              {"y", test::tensor(DType::Int32, {4}, {2, 2, -2, -2})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{3, -3, -3, 3}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{1, 1, -1, -1}));
+  EXPECT_EQ(test::values_of(out[2]), (std::vector<double>{1, -1, 1, -1}));
+}
+
+TEST(Elementwise, ClipIntegerBoundsAndRoundHalfToEven) {
+  NodeTestGraph g(13);
+  const int lo = g.constant("lo", test::tensor(DType::Int8, {}, {-2}));
+  const int hi = g.constant("hi", test::tensor(DType::Int8, {}, {3}));
+  g.node("c", OpKind::Clip, {g.input("x", DType::Int8, {4}), lo, hi});
+  g.node("r", OpKind::Round, {g.input("f", DType::Float32, {4})});
+  const auto out = run_graph_on_cpu(g.graph, {{"x", test::tensor(DType::Int8, {4}, {-100, -1, 2, 100})},
+                                              {"f", test::tensor(DType::Float32, {4}, {0.5, 1.5, 2.5, -2.5})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{-2, -1, 2, 3}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{0, 2, 2, -2}));
+}
+
+}  // namespace
+}  // namespace kiln

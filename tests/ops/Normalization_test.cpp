@@ -1,0 +1,88 @@
+// Normalization op definitions: error messages for bad axes and parameters, and values on the
+// CPU reference (the opset-13 change of Softmax's axis semantics, LayerNormalization's outputs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "NodeTestGraph.h"
+
+namespace kiln {
+namespace {
+
+using test::NodeTestGraph;
+
+TEST(Normalization, SoftmaxAxisOutOfRange) {
+  NodeTestGraph g(13);
+  g.node("s", OpKind::Softmax, {g.input("x", DType::Float32, {2, 3})}, {{"axis", test::int_attr(2)}});
+  EXPECT_EQ(g.error(),
+            "node 's' (Softmax): attribute 'axis' 2 is out of range for a tensor of rank 2 (expected [-2, 2))");
+}
+
+TEST(Normalization, SoftmaxRejectsIntegers) {
+  NodeTestGraph g(13);
+  g.node("s", OpKind::LogSoftmax, {g.input("x", DType::Int64, {2, 3})});
+  EXPECT_EQ(g.error(),
+            "node 's' (LogSoftmax): input 0 has dtype int64, expected one of: float16, bfloat16, float32, float64");
+}
+
+TEST(Normalization, LayerNormScaleDtypeMustMatch) {
+  NodeTestGraph g(17);
+  g.node("ln", OpKind::LayerNormalization, {g.input("x", DType::Float32, {2, 3}), g.input("w", DType::Float16, {3})});
+  EXPECT_EQ(g.error(),
+            "node 'ln' (LayerNormalization): input 1 has dtype float16 but input 0 has dtype float32; they must match");
+}
+
+TEST(Normalization, LayerNormScaleRank) {
+  NodeTestGraph g(17);
+  g.node("ln", OpKind::LayerNormalization, {g.input("x", DType::Float32, {2, 3}), g.input("w", DType::Float32, {2, 3})});
+  EXPECT_EQ(g.error(),
+            "node 'ln' (LayerNormalization): Scale and B must broadcast to the normalized shape (the last 1 dims), "
+            "but one has rank 2");
+}
+
+TEST(Normalization, BatchNormParameterLength) {
+  NodeTestGraph g(15);
+  const int x = g.input("x", DType::Float32, {1, 3, 2});
+  g.node("bn", OpKind::BatchNormalization,
+         {x, g.input("s", DType::Float32, {3}), g.input("b", DType::Float32, {3}), g.input("m", DType::Float32, {4}),
+          g.input("v", DType::Float32, {3})});
+  EXPECT_EQ(g.error(), "node 'bn' (BatchNormalization): input 3 (mean) has 4 elements but the input has 3 channels");
+}
+
+TEST(Normalization, BatchNormTrainingIsUnsupported) {
+  NodeTestGraph g(15);
+  std::vector<int> in = {g.input("x", DType::Float32, {1, 2})};
+  for (const char* name : {"s", "b", "m", "v"}) in.push_back(g.input(name, DType::Float32, {2}));
+  g.node("bn", OpKind::BatchNormalization, in, {{"training_mode", test::int_attr(1)}});
+  EXPECT_EQ(g.error(),
+            "node 'bn' (BatchNormalization): training mode (attribute 'training_mode' is 1) is not supported; kiln "
+            "compiles inference");
+}
+
+// Before opset 13, Softmax normalizes over every dim from `axis` on (a coerced 2-D view).
+TEST(Normalization, SoftmaxCoercedBeforeOpset13) {
+  const HostTensor data = test::tensor(DType::Float32, {1, 2, 2}, {0, 0, 0, 0});
+  for (int64_t opset : {11, 13}) {
+    NodeTestGraph g(opset);
+    g.node("s", OpKind::Softmax, {g.input("x", DType::Float32, {1, 2, 2})}, {{"axis", test::int_attr(1)}});
+    const auto out = run_graph_on_cpu(g.graph, {{"x", data}});
+    const double want = opset < 13 ? 0.25 : 0.5;
+    for (double v : test::values_of(out[0])) EXPECT_NEAR(v, want, 1e-6) << "opset " << opset;
+  }
+}
+
+TEST(Normalization, LayerNormMeanAndInvStdDev) {
+  NodeTestGraph g(17);
+  const int x = g.input("x", DType::Float32, {2, 2});
+  const int w = g.constant("w", test::tensor(DType::Float32, {2}, {1, 2}));
+  g.node("ln", OpKind::LayerNormalization, {x, w}, {{"epsilon", test::int_attr(0)}}, 3);
+  g.graph.nodes.back().attributes["epsilon"].kind = Attribute::Kind::Float;
+  const auto out = run_graph_on_cpu(g.graph, {{"x", test::tensor(DType::Float32, {2, 2}, {1, 3, 2, 6})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{-1, 2, -1, 2}));
+  EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{2, 4}));
+  EXPECT_EQ(test::values_of(out[2]), (std::vector<double>{1, 0.5}));
+}
+
+}  // namespace
+}  // namespace kiln
