@@ -22,7 +22,7 @@ step "unit tests"
 
 step "ONNX node conformance, CPU backend"
 nodes=/usr/share/libonnx-testdata/data/node
-"$build/tools/kiln" test-onnx "$nodes" | tee "$build/conformance-cpu.txt" | grep -v '^PASS' | tail -n 400
+"$build/tools/kiln" test-onnx "$nodes" --skip-list tests/conformance/known_bad_reference.txt | tee "$build/conformance-cpu.txt" | grep -v '^PASS' | tail -n 400
 summary="$(tail -n 1 "$build/conformance-cpu.txt")"
 passed="$(echo "$summary" | sed -E 's/^([0-9]+) passed.*/\1/')"
 failed="$(echo "$summary" | sed -E 's/.* ([0-9]+) failed.*/\1/')"
