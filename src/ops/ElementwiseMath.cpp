@@ -64,14 +64,11 @@ std::vector<te::Tensor> build_pow(OpContext& ctx) {
   })};
 }
 
-// fmod=1: C's fmod / remainder (sign of the dividend). fmod=0 (integers only): the result takes the
-// divisor's sign, as Python's %.
+// fmod=1: C's fmod / remainder (sign of the dividend). fmod=0: the result takes the divisor's sign,
+// as Python's %. Older opsets require fmod=1 for floats; newer ones define float fmod=0 as floor
+// modulo, which kiln computes for every opset.
 std::vector<te::Tensor> build_mod(OpContext& ctx) {
   const bool c_fmod = ctx.node().attr_int("fmod", 0) != 0;
-  if (!c_fmod && is_float(ctx.input(0).dtype())) {
-    ctx.fail("attribute 'fmod' is 0 but the inputs are {}; floating-point Mod requires fmod=1",
-             dtype_name(ctx.input(0).dtype()));
-  }
   return {same_type_map(ctx, {ctx.input(0), ctx.input(1)}, kNumericTypes, [&](const std::vector<Expr>& v) {
     return c_fmod ? v[0] % v[1] : floor_mod(v[0], v[1]);
   })};

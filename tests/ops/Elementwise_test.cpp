@@ -43,10 +43,15 @@ TEST(Elementwise, LogicRejectsNonBool) {
   EXPECT_EQ(g.error(), "node 'a' (And): input 0 has dtype float32, expected one of: bool");
 }
 
-TEST(Elementwise, FloatModNeedsFmod) {
+TEST(Elementwise, FloatModFollowsDivisorSignUnlessFmod) {
   NodeTestGraph g;
-  g.node("m", OpKind::Mod, {g.input("x", DType::Float32, {2}), g.input("y", DType::Float32, {2})});
-  EXPECT_EQ(g.error(), "node 'm' (Mod): attribute 'fmod' is 0 but the inputs are float32; floating-point Mod requires fmod=1");
+  const int x = g.input("x", DType::Float32, {2}), y = g.input("y", DType::Float32, {2});
+  g.node("mod", OpKind::Mod, {x, y});
+  g.node("fmod", OpKind::Mod, {x, y}, {{"fmod", test::int_attr(1)}});
+  const auto out = run_graph_on_cpu(g.graph, {{"x", test::tensor(DType::Float32, {2}, {5.5, -5.5})},
+                                              {"y", test::tensor(DType::Float32, {2}, {-2, 2})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{-0.5, 0.5}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{1.5, -1.5}));
 }
 
 TEST(Elementwise, WhereBranchesMustMatch) {
