@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kiln/graph/TopoSort.h"
 #include "kiln/onnx/Proto.h"
@@ -99,11 +100,18 @@ class Importer {
   }
 
   void add_node_outputs(const onnx::GraphProto& g) {
-    std::unordered_map<std::string, int> name_count;
+    // A nameless node is called "<op_type>_<index>", made unique against the model's names, so
+    // that --nodes and messages can name every node.
+    std::unordered_set<std::string> names;
+    for (const auto& proto : g.node()) names.insert(proto.name());
     for (int i = 0; i < g.node_size(); ++i) {
       const onnx::NodeProto& proto = g.node(i);
       Node node;
-      node.name = proto.name().empty() ? proto.op_type() + "_" + std::to_string(i) : proto.name();
+      node.name = proto.name();
+      if (node.name.empty()) {
+        node.name = proto.op_type() + "_" + std::to_string(i);
+        while (!names.insert(node.name).second) node.name += "_";
+      }
       node.op_type = proto.op_type();
       node.domain = proto.domain() == "ai.onnx" ? "" : proto.domain();
       node.op = op_kind_from_onnx(node.domain, node.op_type).value_or(OpKind::Unsupported);

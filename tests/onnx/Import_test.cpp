@@ -67,10 +67,12 @@ TEST(Import, TypesOpsInitializersAndOrder) {
 TEST(Import, MissingDimsBecomeFreshSymbolsAndNamelessNodesGetNames) {
   ModelBuilder m;
   m.input("x", kFloat, {"", 3}).output("y", kFloat, {"", 3});
-  m.node("Relu", {"x"}, {"y"});
+  m.node("Relu", {"x"}, {"r"});
+  m.node("Neg", {"r"}, {"y"}, "Relu_0");  // the name a nameless node would get
   Graph g = load_onnx_from_bytes(m.bytes());
   EXPECT_EQ(to_string(*g.values[g.inputs[0]].type), "float32[x_d0, 3]");
-  EXPECT_EQ(g.nodes[0].name, "Relu_0");
+  EXPECT_EQ(g.nodes[0].name, "Relu_0_");
+  EXPECT_EQ(g.nodes[1].name, "Relu_0");
 }
 
 TEST(Import, TypedAttributesAndTensorAttributes) {
