@@ -138,9 +138,14 @@ def main():
                     ref = x.double() @ (wd16 if (fmt == "int4" and dt == torch.float16) else wd).T
                     name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
-                    call()
-                    torch.cuda.synchronize()
-                    e = rel_err(y, ref)
+                    e = 0.0
+                    for variant in (["1", "2"] if m <= 16 else ["2"]):
+                        os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                        y.fill_(float("nan"))
+                        call()
+                        torch.cuda.synchronize()
+                        e = max(e, rel_err(y, ref))
+                    os.environ["KILN_QUANT_GEMV_VARIANT"] = "2"
                     good = e < BOUND[dt]
                     ok[(fmt, dt, n, k, m)] = good
                     key = (fmt, str(dt).split(".")[-1])
@@ -207,8 +212,8 @@ def main():
     log("")
     log(f"Read bandwidth ceiling {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s).")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 |")
-    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 | nvfp4 GEMV variant 1 µs |")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (n, k) in SHAPES:
         w = weights(n, k, 7 + n)
         wb = w.to(torch.bfloat16)
@@ -253,6 +258,13 @@ def main():
                 t = time_calls(calls)
                 gbs = kws[fmt][0].nbytes() / t / 1e3
                 row += f" {t:.1f} | {gbs:.0f} |" + (f" {100 * gbs / read_bw:.0f}% |" if fmt == "nvfp4" else "") + f" {t_bf / t:.2f} |"
+            if m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
+                calls = [kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws["nvfp4"]]
+                row += f" {time_calls(calls):.1f} |"
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = "2"
+            else:
+                row += " |"
             log(row)
         del wbs, kws, qs, w, wb
         torch.cuda.empty_cache()
@@ -261,8 +273,8 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) |")
-    log("|---|---|---|---|---|---|")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 1 (×bf16) |")
+    log("|---|---|---|---|---|---|---|")
     for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
         per_layer_bf16 = 3 * h * i * 2
         layers = max(18, -(-4 * l2 // per_layer_bf16))
@@ -293,6 +305,15 @@ def main():
                          for j in range(layers)]
                 t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                 row += f" {t:.0f} ({t_bf / t:.2f}) |"
+            if m <= 16 and "FAILED" not in row:
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
+                calls = [kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [bufs[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [bufs[j + 1]], ws)
+                         for j in range(layers)]
+                t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = "2"
+                row += f" {t:.0f} ({t_bf / t:.2f}) |"
+            else:
+                row += " |"
             log(row)
         del bf, qw
         torch.cuda.empty_cache()

@@ -3,9 +3,9 @@
 //
 // Schedule. CTA tile: 128 weight rows x 64 tokens, 4 warps; warp w owns rows 32w..32w+31 (two
 // 16-row tiles) against all 64 tokens (8 n8 tiles): 64 fp32 accumulators per thread. K advances
-// in steps of 128. Activations of a step (64 x 128, 16 KB) are staged through shared memory by
-// cp.async, 3 stages deep; weights go straight from global memory to registers (each warp has
-// its own rows, so shared memory would only add traffic), prefetched one step ahead. The
+// in steps of 128. A step's activations (64 x 128, 16 KB, shared by the 4 warps) and each warp's
+// own weights and scale words (3 KB) go through shared memory by cp.async, kGemmStages deep, so
+// that DRAM latency is covered without holding prefetched weights in registers. The
 // thread/k mapping is the GEMV's (w4_gemv.cuh): a thread's 32 physical k of a row form its A
 // fragments; B fragments are read with one 16-byte shared load per (word, token tile),
 // conflict-free thanks to the swizzle below. Each decoded fragment feeds 8 mmas.
@@ -15,22 +15,66 @@
 
 namespace kiln::quant::gpu {
 
-constexpr int kGemmRows = 128, kGemmTokens = 64, kGemmStages = 3;
+constexpr int kGemmRows = 128, kGemmTokens = 64, kGemmStages = 3;  // 3 x 28 KB: two CTAs per SM
+
+// One pipeline stage in shared memory: the CTA's activations of a k-step, then per warp its
+// weights (2 row tiles x rows g, g+8 x 32 lanes x 16 B) and the 4-byte words holding each
+// thread's scale (and INT4 zero) bits.
+struct GemmStageLayout {
+  static constexpr size_t kAct = size_t(kGemmTokens) * 128 * 2;
+  static constexpr size_t kWarpW = 4 * 32 * 16, kWarpS = 4 * 32 * 4;
+  static constexpr size_t kWarp = kWarpW + 2 * kWarpS;
+  static constexpr size_t kStage = kAct + 4 * kWarp;
+  static constexpr size_t kTotal = kStage * kGemmStages;
+};
+
+// Byte offset of the thread's scale (or zero) bits of row rr at k0, and where they sit in the
+// aligned 4-byte word that cp.async copies.
+template <Format F>
+__device__ __forceinline__ size_t scale_offset(const LinearParams& p, size_t rr, int k0) {
+  if constexpr (F == Format::NvFp4) return rr * (p.k / 16) + k0 / 16;
+  if constexpr (F == Format::MxFp4) return rr * (p.k / 32) + k0 / 32;
+  return 2 * (rr * (p.k / p.group) + k0 / p.group);
+}
+
+template <Format F, typename T>
+__device__ __forceinline__ void issue_weight_stage(const LinearParams& p, uint8_t* warp_stage, int row0, int g, int lane, int k0) {
+  uint4* w = reinterpret_cast<uint4*>(warp_stage);
+  uint32_t* sc = reinterpret_cast<uint32_t*>(warp_stage + GemmStageLayout::kWarpW);
+  uint32_t* zs = sc + 4 * 32;
+  const size_t row_bytes = size_t(p.k) / 2;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {  // q = 2 * row tile + half
+    const size_t rr = size_t(row0 + 16 * (q >> 1) + 8 * (q & 1) + g);
+    cp_async16(w + q * 32 + lane, p.weight + rr * row_bytes + k0 / 2, true);
+    const size_t off = scale_offset<F>(p, rr, k0) & ~size_t(3);
+    cp_async4(sc + q * 32 + lane, static_cast<const uint8_t*>(p.scale) + off);
+    if constexpr (F == Format::Int4) cp_async4(zs + q * 32 + lane, static_cast<const uint8_t*>(p.zero) + off);
+  }
+}
+
+template <Format F, typename T>
+__device__ __forceinline__ void read_weight_stage(const LinearParams& p, const uint8_t* warp_stage, int row0, int g, int lane,
+                                                  int k0, WeightStep<F> (&cur)[2]) {
+  const uint4* w = reinterpret_cast<const uint4*>(warp_stage);
+  const uint32_t* sc = reinterpret_cast<const uint32_t*>(warp_stage + GemmStageLayout::kWarpW);
+  const uint32_t* zs = sc + 4 * 32;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const size_t rr = size_t(row0 + 16 * (q >> 1) + 8 * (q & 1) + g);
+    const int shift = int(scale_offset<F>(p, rr, k0) & 3) * 8;
+    const uint32_t mask = F == Format::MxFp4 ? 0xffu : 0xffffu;
+    WeightStep<F>& c = cur[q >> 1];
+    c.w[q & 1] = w[q * 32 + lane];
+    c.s[q & 1] = (sc[q * 32 + lane] >> shift) & mask;
+    c.z[q & 1] = F == Format::Int4 ? (zs[q * 32 + lane] >> shift) & mask : 0u;
+  }
+}
 
 // 16-byte unit u (8 k) of token row `tok` in a stage: swizzled so that the 8 lanes of a
 // shared-load phase (2 tokens x 4 threads, units i, 4+i, 8+i, 12+i) hit 8 distinct bank groups.
 __device__ __forceinline__ int swizzle_unit(int u, int tok) {
   return (u & 8) | ((u & 7) ^ (((u >> 3) & 1) << 1) ^ (tok & 1));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
 template <typename T>
@@ -42,20 +86,22 @@ __device__ __forceinline__ void stage_activations(const LinearParams& p, T* stag
     const int tok = idx >> 4, u = idx & 15;
     const bool valid = tok0 + tok < p.m;
     const T* src = static_cast<const T*>(p.x) + size_t(valid ? tok0 + tok : 0) * p.k + k0 + 8 * u;
-    cp_async16(stage + tok * 128 + 8 * swizzle_unit(u, tok), src, valid);
+    cp_async16<true>(stage + tok * 128 + 8 * swizzle_unit(u, tok), src, valid);
   }
 }
 
 template <Format F, typename T>
 __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
   constexpr bool BF16 = IsBf16<T>::value;
-  __shared__ __align__(16) T xs[kGemmStages][kGemmTokens * 128];
+  extern __shared__ __align__(16) uint8_t gemm_smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * kGemmRows + warp * 32;
   const int tok0 = blockIdx.y * kGemmTokens;
   const int steps = p.k / 128 / gridDim.z;
   const int step0 = blockIdx.z * steps;
+  auto act_stage = [&](int st) { return reinterpret_cast<T*>(gemm_smem + st * GemmStageLayout::kStage); };
+  auto warp_stage = [&](int st) { return gemm_smem + st * GemmStageLayout::kStage + GemmStageLayout::kAct + warp * GemmStageLayout::kWarp; };
 
   float acc[2][8][4];
 #pragma unroll
@@ -63,29 +109,28 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[r][j][0] = acc[r][j][1] = acc[r][j][2] = acc[r][j][3] = 0.0f;
 
+  const int kt = step0 * 128 + 32 * t;
 #pragma unroll
   for (int s = 0; s < kGemmStages - 1; ++s) {
-    if (s < steps) stage_activations<T>(p, xs[s], tok0, (step0 + s) * 128);
+    if (s < steps) {
+      stage_activations<T>(p, act_stage(s), tok0, (step0 + s) * 128);
+      issue_weight_stage<F, T>(p, warp_stage(s), row0, g, lane, kt + 128 * s);
+    }
     cp_async_commit();
   }
-  WeightStep<F> cur[2];
-  const int kt = step0 * 128 + 32 * t;
-  cur[0] = load_weight_step<F, T>(p, row0 + g, kt);
-  cur[1] = load_weight_step<F, T>(p, row0 + 16 + g, kt);
 
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<kGemmStages - 2>();
     __syncthreads();
     if (s + kGemmStages - 1 < steps) {
-      stage_activations<T>(p, xs[(s + kGemmStages - 1) % kGemmStages], tok0, (step0 + s + kGemmStages - 1) * 128);
+      const int st = (s + kGemmStages - 1) % kGemmStages;
+      stage_activations<T>(p, act_stage(st), tok0, (step0 + s + kGemmStages - 1) * 128);
+      issue_weight_stage<F, T>(p, warp_stage(st), row0, g, lane, kt + 128 * (s + kGemmStages - 1));
     }
     cp_async_commit();
-    WeightStep<F> nxt[2];
-    if (s + 1 < steps) {
-      nxt[0] = load_weight_step<F, T>(p, row0 + g, kt + 128 * (s + 1));
-      nxt[1] = load_weight_step<F, T>(p, row0 + 16 + g, kt + 128 * (s + 1));
-    }
-    const T* stage = xs[s % kGemmStages];
+    WeightStep<F> cur[2];
+    read_weight_stage<F, T>(p, warp_stage(s % kGemmStages), row0, g, lane, kt + 128 * s, cur);
+    const T* stage = act_stage(s % kGemmStages);
     Scale<F, BF16> sc[2][2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -123,10 +168,6 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
           mma16816<BF16>(acc[r][j], a[r][1], b.z, b.w);
         }
       }
-    }
-    if (s + 1 < steps) {
-      cur[0] = nxt[0];
-      cur[1] = nxt[1];
     }
   }
   cp_async_wait<0>();

@@ -8,12 +8,34 @@
 // (a quad reads 64 contiguous bytes per row), their 2 scale bytes, and the 32 matching x values
 // of its token(s) from L1/L2. Logical mma k follows the thread's own physical k (any permutation
 // of k shared by A and B gives the same dot product), so no shuffles are needed.
-// Weights are prefetched kDepth steps ahead in registers; x one step ahead.
+// Weights are prefetched kGemvDepth steps ahead in registers, x as far through a per-warp
+// cp.async ring in shared memory (x comes from L2, whose latency would otherwise serialize steps).
 // Epilogue: the warps' partial sums meet in shared memory; scales, bias and the gated
 // activation are applied in fp32.
 #include "w4_params.cuh"
 
 namespace kiln::quant::gpu {
+
+// 16-byte copy to shared memory, zero-filled when !valid. L1_CACHED: through L1 (.ca), for
+// activations that every CTA of an SM reads again; otherwise L2 only (.cg), for streamed weights.
+template <bool L1_CACHED = false>
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  if constexpr (L1_CACHED) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  }
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
 
 template <Format F>
 struct WeightStep {
@@ -50,6 +72,21 @@ struct ActStep {
   uint4 x[NT][4];  // token g (+8): 32 consecutive k
 };
 
+// x of one step into this thread's slot of the warp's shared-memory ring (own data only:
+// each thread reads back exactly what it copied, so cp.async.wait_group is the only sync).
+template <typename T, int NT>
+__device__ __forceinline__ void issue_act_step(const LinearParams& p, uint4* slot, int tok_base, int g, int lane, int k0) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int tok = tok_base + 8 * j + g;
+    const bool valid = tok < p.m;
+    const T* src = static_cast<const T*>(p.x) + size_t(valid ? tok : 0) * p.k + k0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cp_async16<true>(slot + (j * 4 + i) * 32 + lane, src + 8 * i, valid);
+  }
+}
+
+// Variant 1's activation load: straight into registers through L1.
 template <typename T, int NT>
 __device__ __forceinline__ ActStep<NT> load_act_step(const LinearParams& p, int tok_base, int g, int k0) {
   ActStep<NT> a;
@@ -60,6 +97,16 @@ __device__ __forceinline__ ActStep<NT> load_act_step(const LinearParams& p, int 
 #pragma unroll
     for (int i = 0; i < 4; ++i) a.x[j][i] = tok < p.m ? load_cached16(src + 8 * i) : make_uint4(0, 0, 0, 0);
   }
+  return a;
+}
+
+template <int NT>
+__device__ __forceinline__ ActStep<NT> read_act_step(const uint4* slot, int lane) {
+  ActStep<NT> a;
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a.x[j][i] = slot[(j * 4 + i) * 32 + lane];
   return a;
 }
 
@@ -92,9 +139,18 @@ __device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<
   }
 }
 
-template <Format F, typename T, int NT, int kMaxWarps>
+constexpr int kGemvDepth = 4;
+
+template <int NT>
+constexpr size_t gemv_ring_bytes(int warps) {
+  return size_t(warps) * kGemvDepth * NT * 4 * 32 * 16;
+}
+
+// kActRing: variant 2 (x through a per-warp cp.async ring, kGemvDepth steps ahead); otherwise
+// variant 1 (x in registers, one step ahead). Both are kept; KILN_QUANT_GEMV_VARIANT picks.
+template <Format F, typename T, int NT, int kMaxWarps, bool kActRing>
 __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
-  constexpr int kDepth = 4;
+  constexpr int kDepth = kGemvDepth;
   __shared__ float red[kMaxWarps][NT * 8][17];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -106,6 +162,36 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+  if constexpr (kActRing) {
+  extern __shared__ uint4 act_ring[];  // [warps][kDepth][NT][4][32 lanes]
+  uint4* ring_x = act_ring + size_t(warp) * kDepth * NT * 4 * 32;
+  WeightStep<F> ring[kDepth];
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    if (d < steps) {
+      ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
+      issue_act_step<T, NT>(p, ring_x + d * NT * 4 * 32, tok_base, g, lane, kbegin + 128 * d);
+    }
+    cp_async_commit();
+  }
+  for (int base = 0; base < steps; base += kDepth) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int s = base + d;
+      if (s < steps) {
+        cp_async_wait<kDepth - 1>();
+        const ActStep<NT> xa = read_act_step<NT>(ring_x + d * NT * 4 * 32, lane);
+        mma_step<F, T, NT>(ring[d], xa, acc);
+        if (s + kDepth < steps) {
+          ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * (s + kDepth));
+          issue_act_step<T, NT>(p, ring_x + d * NT * 4 * 32, tok_base, g, lane, kbegin + 128 * (s + kDepth));
+        }
+        cp_async_commit();
+      }
+    }
+  }
+  cp_async_wait<0>();
+  } else {
   WeightStep<F> ring[kDepth];
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) {
@@ -124,6 +210,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
         xa = xn;
       }
     }
+  }
   }
 
   // C fragment: c0,c1 = (row g, tokens 2t, 2t+1), c2,c3 = (row g+8, same tokens).

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "w4_gemm.cuh"
 
@@ -35,7 +36,8 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   if (m > 16 && n % kGemmRows == 0) {
     plan.kind = LinearPlan::Gemm;
     const int ctas = (n / kGemmRows) * ((m + kGemmTokens - 1) / kGemmTokens);
-    if (ctas < 132) plan.gemm_split = largest_divisor_at_most(steps, (kTargetCtas + ctas - 1) / ctas);
+    // Two CTAs per SM keep enough weight bytes in flight; split K until there are that many.
+    if (ctas < kTargetCtas) plan.gemm_split = largest_divisor_at_most(steps, (kTargetCtas + ctas - 1) / ctas);
     return plan;
   }
   plan.gemv_tiles = m <= 8 ? 1 : 2;
@@ -44,11 +46,27 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
+// GEMV variant: 2 (activation ring, the default) or 1 (activations in registers); the
+// environment variable KILN_QUANT_GEMV_VARIANT=1 selects variant 1 (benchmarks compare both).
+inline int gemv_variant() {
+  const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
+  return v && v[0] == '1' ? 1 : 2;
+}
+
 template <Format F, typename T, int NT>
 cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
   constexpr int kMax = NT == 1 ? 16 : 8;
+  if (gemv_variant() == 1) {
+    for (int tok = 0; tok < p.m; tok += 8 * NT) {
+      w4_gemv_kernel<F, T, NT, kMax, false><<<p.n / 16, warps * 32, 0, stream>>>(p, tok, warps);
+    }
+    return cudaGetLastError();
+  }
+  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, true>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(gemv_ring_bytes<NT>(kMax)));
+  if (attr != cudaSuccess) return attr;
   for (int tok = 0; tok < p.m; tok += 8 * NT) {
-    w4_gemv_kernel<F, T, NT, kMax><<<p.n / 16, warps * 32, 0, stream>>>(p, tok, warps);
+    w4_gemv_kernel<F, T, NT, kMax, true><<<p.n / 16, warps * 32, gemv_ring_bytes<NT>(warps), stream>>>(p, tok, warps);
   }
   return cudaGetLastError();
 }
@@ -69,7 +87,10 @@ cudaError_t launch_linear(LinearParams p, void* partial, cudaStream_t stream) {
     if (cudaError_t e = cudaMemsetAsync(partial, 0, plan.partial_bytes(p.m, p.n), stream)) return e;
   }
   const dim3 grid(p.n / kGemmRows, (p.m + kGemmTokens - 1) / kGemmTokens, plan.gemm_split);
-  w4_gemm_kernel<F, T><<<grid, 128, 0, stream>>>(p);
+  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemm_kernel<F, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(GemmStageLayout::kTotal));
+  if (attr != cudaSuccess) return attr;
+  w4_gemm_kernel<F, T><<<grid, 128, GemmStageLayout::kTotal, stream>>>(p);
   if (plan.gemm_split > 1) {
     const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
     const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));

@@ -53,10 +53,10 @@ struct ParamBuilder {
   void add_weight(const std::string& prefix, KilnDim rows, KilnDim half, KilnDim groups, int64_t tensor_scales) {
     add(prefix, kU8, {rows, half}, 16);
     if constexpr (F == Format::Int4) {
-      add(prefix + "_scale", dl_type<T>(), {rows, groups}, 2);
-      add(prefix + "_zero", dl_type<T>(), {rows, groups}, 2);
+      add(prefix + "_scale", dl_type<T>(), {rows, groups}, 4);
+      add(prefix + "_zero", dl_type<T>(), {rows, groups}, 4);
     } else {
-      add(prefix + "_scale", kU8, {rows, groups}, F == Format::NvFp4 ? 2 : 1);
+      add(prefix + "_scale", kU8, {rows, groups}, 4);
     }
     if constexpr (F == Format::NvFp4) add(prefix + "_scale_2", kF32, {tensor_scales}, 4);
   }
