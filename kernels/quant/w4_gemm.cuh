@@ -28,15 +28,6 @@ struct GemmStageLayout {
   static constexpr size_t kTotal = kStage * kGemmStages;
 };
 
-// Byte offset of the thread's scale (or zero) bits of row rr at k0, and where they sit in the
-// aligned 4-byte word that cp.async copies.
-template <Format F>
-__device__ __forceinline__ size_t scale_offset(const LinearParams& p, size_t rr, int k0) {
-  if constexpr (F == Format::NvFp4) return rr * (p.k / 16) + k0 / 16;
-  if constexpr (F == Format::MxFp4) return rr * (p.k / 32) + k0 / 32;
-  return 2 * (rr * (p.k / p.group) + k0 / p.group);
-}
-
 template <Format F, typename T>
 __device__ __forceinline__ void issue_weight_stage(const LinearParams& p, uint8_t* warp_stage, int row0, int g, int lane, int k0) {
   uint4* w = reinterpret_cast<uint4*>(warp_stage);

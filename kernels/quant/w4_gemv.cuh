@@ -22,19 +22,20 @@ template <bool L1_CACHED = false>
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   if constexpr (L1_CACHED) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
   } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
   }
 }
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(gmem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+// "memory" clobbers: shared-memory reads must not move across the waits and refills.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 template <Format F>
@@ -63,6 +64,54 @@ __device__ __forceinline__ WeightStep<F> load_weight_step(const LinearParams& p,
       ws.s[r] = __ldg(static_cast<const uint16_t*>(p.scale) + gi);
       ws.z[r] = __ldg(static_cast<const uint16_t*>(p.zero) + gi);
     }
+  }
+  return ws;
+}
+
+// Byte offset of the thread's scale (or zero) bits of row rr at k0, and where they sit in the
+// aligned 4-byte word that cp.async copies.
+template <Format F>
+__device__ __forceinline__ size_t scale_offset(const LinearParams& p, size_t rr, int k0) {
+  if constexpr (F == Format::NvFp4) return rr * (p.k / 16) + k0 / 16;
+  if constexpr (F == Format::MxFp4) return rr * (p.k / 32) + k0 / 32;
+  return 2 * (rr * (p.k / p.group) + k0 / p.group);
+}
+
+// Variant 3's weight ring: per warp kWeightDepth slots of rows g, g+8 (16 B per lane each) and
+// the aligned 4-byte words holding each lane's scale (and INT4 zero) bits.
+constexpr int kWeightDepth = 8;
+struct WeightSlot {
+  static constexpr size_t kW = 2 * 32 * 16, kS = 2 * 32 * 4;
+  static constexpr size_t kBytes = kW + 2 * kS;
+};
+
+template <Format F>
+__device__ __forceinline__ void issue_weight_slot(const LinearParams& p, uint8_t* slot, int row, int lane, int k0) {
+  uint4* w = reinterpret_cast<uint4*>(slot);
+  uint32_t* sc = reinterpret_cast<uint32_t*>(slot + WeightSlot::kW);
+  const size_t row_bytes = size_t(p.k) / 2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t rr = size_t(row + 8 * h);
+    cp_async16(w + h * 32 + lane, p.weight + rr * row_bytes + k0 / 2, true);
+    const size_t off = scale_offset<F>(p, rr, k0) & ~size_t(3);
+    cp_async4(sc + h * 32 + lane, static_cast<const uint8_t*>(p.scale) + off);
+    if constexpr (F == Format::Int4) cp_async4(sc + 64 + h * 32 + lane, static_cast<const uint8_t*>(p.zero) + off);
+  }
+}
+
+template <Format F>
+__device__ __forceinline__ WeightStep<F> read_weight_slot(const LinearParams& p, const uint8_t* slot, int row, int lane, int k0) {
+  const uint4* w = reinterpret_cast<const uint4*>(slot);
+  const uint32_t* sc = reinterpret_cast<const uint32_t*>(slot + WeightSlot::kW);
+  WeightStep<F> ws;
+  const uint32_t mask = F == Format::MxFp4 ? 0xffu : 0xffffu;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int shift = int(scale_offset<F>(p, size_t(row + 8 * h), k0) & 3) * 8;
+    ws.w[h] = w[h * 32 + lane];
+    ws.s[h] = (sc[h * 32 + lane] >> shift) & mask;
+    ws.z[h] = F == Format::Int4 ? (sc[64 + h * 32 + lane] >> shift) & mask : 0u;
   }
   return ws;
 }
@@ -145,10 +194,14 @@ template <int NT>
 constexpr size_t gemv_ring_bytes(int warps) {
   return size_t(warps) * kGemvDepth * NT * 4 * 32 * 16;
 }
+constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWeightDepth * WeightSlot::kBytes; }
 
-// kActRing: variant 2 (x through a per-warp cp.async ring, kGemvDepth steps ahead); otherwise
-// variant 1 (x in registers, one step ahead). Both are kept; KILN_QUANT_GEMV_VARIANT picks.
-template <Format F, typename T, int NT, int kMaxWarps, bool kActRing>
+// Variants (all kept; KILN_QUANT_GEMV_VARIANT picks, see w4_launch.cuh):
+//  1: weights kGemvDepth steps ahead in registers, x in registers one step ahead.
+//  2: as 1, x through a per-warp cp.async ring (kGemvDepth ahead) instead.
+//  3: weights and scale words through a per-warp cp.async ring kWeightDepth steps deep in shared
+//     memory (more bytes in flight per SM than registers allow), x as in 1.
+template <Format F, typename T, int NT, int kMaxWarps, int kVariant>
 __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
   constexpr int kDepth = kGemvDepth;
   __shared__ float red[kMaxWarps][NT * 8][17];
@@ -162,7 +215,35 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  if constexpr (kActRing) {
+  if constexpr (kVariant == 3) {
+    extern __shared__ __align__(16) uint8_t weight_ring[];
+    uint8_t* my = weight_ring + size_t(warp) * kWeightDepth * WeightSlot::kBytes;
+#pragma unroll
+    for (int d = 0; d < kWeightDepth; ++d) {
+      if (d < steps) issue_weight_slot<F>(p, my + d * WeightSlot::kBytes, row0 + g, lane, kbegin + 128 * d);
+      cp_async_commit();
+    }
+    ActStep<NT> xa = load_act_step<T, NT>(p, tok_base, g, kbegin);
+    for (int base = 0; base < steps; base += kWeightDepth) {
+#pragma unroll
+      for (int d = 0; d < kWeightDepth; ++d) {
+        const int s = base + d;
+        if (s < steps) {
+          ActStep<NT> xn;
+          if (s + 1 < steps) xn = load_act_step<T, NT>(p, tok_base, g, kbegin + 128 * (s + 1));
+          cp_async_wait<kWeightDepth - 1>();
+          const WeightStep<F> ws = read_weight_slot<F>(p, my + d * WeightSlot::kBytes, row0 + g, lane, kbegin + 128 * s);
+          if (s + kWeightDepth < steps) {
+            issue_weight_slot<F>(p, my + d * WeightSlot::kBytes, row0 + g, lane, kbegin + 128 * (s + kWeightDepth));
+          }
+          cp_async_commit();
+          mma_step<F, T, NT>(ws, xa, acc);
+          xa = xn;
+        }
+      }
+    }
+    cp_async_wait<0>();
+  } else if constexpr (kVariant == 2) {
   extern __shared__ uint4 act_ring[];  // [warps][kDepth][NT][4][32 lanes]
   uint4* ring_x = act_ring + size_t(warp) * kDepth * NT * 4 * 32;
   WeightStep<F> ring[kDepth];

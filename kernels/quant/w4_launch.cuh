@@ -46,29 +46,35 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-// GEMV variant: 2 (activation ring, the default) or 1 (activations in registers); the
-// environment variable KILN_QUANT_GEMV_VARIANT=1 selects variant 1 (benchmarks compare both).
+// GEMV variant (w4_gemv.cuh): 3 by default; KILN_QUANT_GEMV_VARIANT=1 or 2 selects an earlier
+// one, so that benchmarks can compare them in one run.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && v[0] == '1' ? 1 : 2;
+  return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 3;
+}
+
+template <Format F, typename T, int NT, int V>
+cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t stream) {
+  constexpr int kMax = NT == 1 ? 16 : 8;
+  auto smem = [](int w) { return V == 3 ? gemv_weight_ring_bytes(w) : V == 2 ? gemv_ring_bytes<NT>(w) : size_t(0); };
+  if constexpr (V != 1) {
+    static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, V>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem(kMax)));
+    if (attr != cudaSuccess) return attr;
+  }
+  for (int tok = 0; tok < p.m; tok += 8 * NT) {
+    w4_gemv_kernel<F, T, NT, kMax, V><<<p.n / 16, warps * 32, smem(warps), stream>>>(p, tok, warps);
+  }
+  return cudaGetLastError();
 }
 
 template <Format F, typename T, int NT>
 cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
-  constexpr int kMax = NT == 1 ? 16 : 8;
-  if (gemv_variant() == 1) {
-    for (int tok = 0; tok < p.m; tok += 8 * NT) {
-      w4_gemv_kernel<F, T, NT, kMax, false><<<p.n / 16, warps * 32, 0, stream>>>(p, tok, warps);
-    }
-    return cudaGetLastError();
+  switch (gemv_variant()) {
+    case 1: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
+    case 2: return launch_gemv_variant<F, T, NT, 2>(p, warps, stream);
+    default: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
   }
-  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, true>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(gemv_ring_bytes<NT>(kMax)));
-  if (attr != cudaSuccess) return attr;
-  for (int tok = 0; tok < p.m; tok += 8 * NT) {
-    w4_gemv_kernel<F, T, NT, kMax, true><<<p.n / 16, warps * 32, gemv_ring_bytes<NT>(warps), stream>>>(p, tok, warps);
-  }
-  return cudaGetLastError();
 }
 
 // Runs y = x · dequant(W)ᵀ (+ bias) or the gated variant. `partial` must hold
