@@ -33,5 +33,5 @@ done
 # libFuzzer exits non-zero on a crash, a leak, a timeout or running out of memory.
 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
 "$build/fuzz/onnx_loader_fuzzer" "$corpus" \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  -dict="$root/fuzz/onnx.dict" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
   -artifact_prefix="$build/crashes/" -print_final_stats=1
