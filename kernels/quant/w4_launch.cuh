@@ -46,11 +46,12 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-// GEMV variant (w4_gemv.cuh): 3 by default; KILN_QUANT_GEMV_VARIANT=1 or 2 selects an earlier
-// one, so that benchmarks can compare them in one run.
+// GEMV variant (w4_gemv.cuh): 1 by default, the fastest measured (bench/quant/NOTES.md: 11.3 µs
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=2 or 3
+// selects another, so that benchmarks can compare them in one run.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 3;
+  return v && (v[0] == '2' || v[0] == '3') ? v[0] - '0' : 1;
 }
 
 template <Format F, typename T, int NT, int V>
@@ -71,9 +72,9 @@ cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t s
 template <Format F, typename T, int NT>
 cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
   switch (gemv_variant()) {
-    case 1: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
     case 2: return launch_gemv_variant<F, T, NT, 2>(p, warps, stream);
-    default: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
+    case 3: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
+    default: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
   }
 }
 
