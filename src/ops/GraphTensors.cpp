@@ -23,6 +23,12 @@ std::optional<int64_t> constant_size(const std::vector<Expr>& shape) {
   return n;
 }
 
+// Small tensors of dtypes with IR constants (not the float8 storage types) have known values.
+bool tracks_known(const HostTensor& t, const BuildOptions& options) {
+  return t.num_elements() <= options.max_known_elements && t.dtype() != DType::Float8E4M3 &&
+         t.dtype() != DType::Float8E8M0;
+}
+
 std::vector<Expr> known_from_host(const HostTensor& t) {
   std::vector<Expr> out;
   out.reserve(static_cast<size_t>(t.num_elements()));
@@ -170,7 +176,7 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
     if (spec != options.specialize.end()) host = &spec->second;
     out.placeholders.push_back(out.tensors[v]);
     out.data.push_back(value.constant ? std::optional<HostTensor>(*value.constant) : std::nullopt);
-    if (host && host->num_elements() <= options.max_known_elements) {
+    if (host && tracks_known(*host, options)) {
       out.known[v] = known_from_host(*host);
       known_by_tensor[out.tensors[v].node().get()] = &*out.known[v];
     }
@@ -209,7 +215,7 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
     for (const auto& [tensor, data] : ctx.constants()) {
       out.placeholders.push_back(tensor);
       out.data.push_back(data);
-      if (data.num_elements() <= options.max_known_elements) {
+      if (tracks_known(data, options)) {
         auto& slot = constant_known.emplace_back(known_from_host(data));
         known_by_tensor[tensor.node().get()] = &slot;
       }
