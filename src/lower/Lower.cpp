@@ -2,9 +2,12 @@
 //   1. order the tensors between inputs and outputs, producers first;
 //   2. choose which injective tensors to inline into their consumers (fusion of elementwise chains);
 //   3. build one loop nest per remaining stage (reductions get an accumulator);
-//   4. apply each stage's schedule (split, fuse, reorder, bind, vectorize, unroll);
-//   5. replace tensor reads by loads from buffers, allocate intermediate buffers;
-//   6. simplify.
+//   4. apply each stage's schedule (split, fuse, reorder, bind, vectorize, unroll), then spread
+//      reductions over the threads of a block where the schedule says so;
+//   5. replace tensor reads by loads from buffers;
+//   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
+//   7. fuse adjacent per-row stages into one loop over rows where the schedule says so;
+//   8. allocate intermediate buffers, simplify.
 // With KILN_LOG_IR set, the IR after each step is printed to stderr.
 #include "kiln/lower/Lower.h"
 
@@ -14,6 +17,9 @@
 #include <unordered_set>
 
 #include "ApplySchedule.h"
+#include "CrossThreadReduce.h"
+#include "FuseRowStages.h"
+#include "VectorizeLoops.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRPrinter.h"
@@ -166,7 +172,13 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     Buffer out = Buffer::make(t.name(), t.dtype(), t.shape());
     buffers[original.node().get()] = out;
     Stmt stage = build_stage(t, out);
-    if (const StageSchedule* s = schedule.find(t.name())) stage = apply_schedule(stage, t, *s);
+    const StageSchedule* stage_schedule = schedule.find(t.name());
+    if (stage_schedule) stage = apply_schedule(stage, t, *stage_schedule);
+    if (stage_schedule && stage_schedule->reduce_threads > 0) {
+      stage = cross_thread_reduce(stage, stage_schedule->reduce_threads);
+    }
+    func.stage_notes.push_back(t.name() + " = " + (t->origin.empty() ? std::string("(no source node)") : t->origin) +
+                               "; schedule: " + (stage_schedule ? stage_schedule->description : std::string("serial loops")));
     if (!t->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + t->origin;
     stages.push_back(stage);
     if (is_output.count(original.node().get())) {
@@ -187,12 +199,23 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   if (!body.defined()) body = Evaluate::make(make_zero(kIndexType));
   log_ir("building stages", body);
 
-  // 5. Loads from buffers; temporaries allocated around the whole body.
+  // 5. Loads from buffers.
   body = ReadsToLoads(buffers).mutate(body);
-  for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) body = Allocate::make(*it, body);
   log_ir("reads to loads", body);
 
-  // 6. Simplify.
+  // 6. Vector accesses.
+  body = simplify(body);
+  body = vectorize_loops(body);
+  log_ir("vectorize loops", body);
+
+  // 7. One kernel per row for row stages.
+  if (schedule.fuse_row_stages) {
+    body = fuse_row_stages(body, func.stage_notes);
+    log_ir("fuse row stages", body);
+  }
+
+  // 8. Temporaries allocated around the whole body; simplify.
+  for (auto it = temporaries.rbegin(); it != temporaries.rend(); ++it) body = Allocate::make(*it, body);
   body = simplify(body);
   log_ir("simplify", body);
   func.body = body;

@@ -272,6 +272,7 @@ class Interpreter {
         return Value{arg(0).i >> std::min<int64_t>(std::max<int64_t>(n, 0), 63), 0};
       }
       case Intrinsic::SyncThreads: return Value{};
+      case Intrinsic::BlockAllReduce: return arg(0);  // one thread: the value itself
     }
     internal_error(std::string("the interpreter has no rule for ") + intrinsic_name(c.op));
   }

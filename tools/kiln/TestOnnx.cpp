@@ -6,6 +6,7 @@
 
 #include "Commands.h"
 #include "kiln/runtime/Conformance.h"
+#include "kiln/runtime/CudaBackend.h"
 #include "kiln/support/Error.h"
 
 namespace kiln::cli {
@@ -17,6 +18,7 @@ struct TestOnnxOptions {
   std::string backend = "cpu";
   std::string skip_list;
   bool verbose = false;
+  CudaTestOptions cuda;
 };
 
 // "case-name reason..." lines; '#' starts a comment line.
@@ -36,22 +38,21 @@ std::map<std::string, std::string> read_skip_list(const std::string& path) {
 }
 
 int run_test_onnx(const TestOnnxOptions& options) {
-  Backend backend;
-  if (options.backend == "cpu") {
-    backend = cpu_backend();
-  } else {
-    throw UserError("backend '" + options.backend + "' is not available in this build (expected: cpu)");
-  }
+  const Backend backend = cpu_backend();
   const std::map<std::string, std::string> skips = read_skip_list(options.skip_list);
   std::vector<std::string> cases = find_test_cases(options.roots);
+  // The CUDA backend generates and builds every case first (few large translation units), then runs.
+  std::vector<CaseResult> cuda_results;
+  if (options.backend == "cuda") cuda_results = run_test_cases_cuda(cases, options.cuda);
   int passed = 0, failed = 0, skipped = 0;
   std::map<std::string, int> skip_reasons;
-  for (const std::string& folder : cases) {
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const std::string& folder = cases[k];
     CaseResult r;
     if (auto it = skips.find(std::filesystem::path(folder).filename().string()); it != skips.end()) {
       r = CaseResult{it->first, CaseStatus::Skipped, "known-bad reference data: " + it->second};
     } else {
-      r = run_test_case(folder, backend);
+      r = options.backend == "cuda" ? cuda_results[k] : run_test_case(folder, backend);
     }
     switch (r.status) {
       case CaseStatus::Passed:
@@ -88,6 +89,10 @@ void register_test_onnx(CLI::App& app) {
   cmd->add_option("--skip-list", options->skip_list,
                   "File of cases to skip, one 'name reason' per line (cases with known-bad reference data)");
   cmd->add_flag("-v,--verbose", options->verbose, "Print passing cases too");
+  cmd->add_option("--cuda-work-dir", options->cuda.work_dir, "cuda: folder for generated sources and libraries");
+  cmd->add_option("--cuda-arch", options->cuda.arch, "cuda: the GPU architecture to build for (sm_90)");
+  cmd->add_option("--cuda-jobs", options->cuda.jobs, "cuda: parallel nvcc processes (and translation units)")
+      ->each([options](const std::string&) { options->cuda.translation_units = options->cuda.jobs; });
   cmd->callback([options] { set_exit_code(run_test_onnx(*options)); });
 }
 

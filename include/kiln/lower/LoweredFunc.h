@@ -16,6 +16,9 @@ struct LoweredFunc {
   std::vector<ir::Expr> symbols;    // size symbols (Variables) the shapes use, in first-use order
   ir::Stmt body;
   std::string comment;              // the source node(s) and the schedule, for generated code
+  // One line per top-level stage of `body` (inside the temporaries' allocations), in order: the
+  // source node and the stage's schedule, printed above the stage's kernel.
+  std::vector<std::string> stage_notes;
 };
 
 }  // namespace kiln

@@ -72,6 +72,10 @@ struct LoopTransform {
 
 struct StageSchedule {
   std::vector<LoopTransform> transforms;
+  // > 0 (reductions only): the innermost reduction loop is spread over this many threads of a
+  // block (a multiple of 32), whose partial results a block-wide all-reduce combines
+  // (src/lower/CrossThreadReduce.cpp). The output loops must be bound to blocks only.
+  int64_t reduce_threads = 0;
   std::string description;  // one line, printed above the generated kernel
 };
 
@@ -83,6 +87,10 @@ class Schedule {
     return it == stages_.end() ? nullptr : &it->second;
   }
   bool empty() const { return stages_.empty(); }
+
+  // Adjacent stages whose outer loop is the same block-bound loop over rows (a softmax's max,
+  // sum and normalize) run as one kernel, a block per row (src/lower/FuseRowStages.cpp).
+  bool fuse_row_stages = false;
 
  private:
   std::map<std::string, StageSchedule> stages_;

@@ -1,0 +1,32 @@
+#pragma once
+// Building generated sources into shared libraries: nvcc for CUDA, the host C++ compiler for
+// the CPU backend. Used by `kiln compile` and the CUDA test backend.
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/Codegen.h"
+
+namespace kiln::codegen {
+
+// nvcc from $KILN_NVCC, $CUDA_HOME/bin, PATH or /usr/local/cuda/bin; "" when there is none.
+std::string find_nvcc();
+
+// Writes support_files() under `dir`/include.
+void write_support_files(const std::string& dir);
+
+struct BuildOptions {
+  Target target = Target::Cuda;
+  std::vector<std::string> archs = {"sm_90"};  // CUDA only
+  std::string include_dir;                      // holds support_files()
+  std::string log_path;                         // compiler output goes here
+};
+
+// The command line that builds `sources` into shared library `output`.
+std::string build_command(const std::vector<std::string>& sources, const std::string& output,
+                          const BuildOptions& options);
+
+// Runs build_command; UserError with the log's tail when the compiler fails or is missing.
+void build_shared_library(const std::vector<std::string>& sources, const std::string& output,
+                          const BuildOptions& options);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,50 @@
+#pragma once
+// Code generation: lowered functions to source text, through one printer hierarchy
+// (src/codegen/CodePrinter.h: a C printer that owns indentation, names, temporaries and scopes;
+// CppPrinter for the CPU backend and CudaPrinter for CUDA override only its hooks).
+//
+// Every generated function is exported through the kernel contract (runtime/kiln_abi.h):
+//   int32_t kiln_<name>(const DLTensor* args, int32_t num_args, void* workspace, void* stream);
+//   const KilnSignature* kiln_signature_<name>(void);
+// and every generated module exports `const char* kiln_last_error(void)` once.
+// Generated sources include "kiln/runtime/validate.h" and "kiln/codegen/runtime/kiln_cpu.h" or
+// "kiln_cuda.cuh"; support_files() gives their text, to be written next to the sources.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/lower/LoweredFunc.h"
+
+namespace kiln::codegen {
+
+enum class Target : uint8_t { Cpu, Cuda };
+const char* target_name(Target target);
+
+struct ModuleOptions {
+  // Also define kiln_last_error() in this translation unit (exactly one TU of a library does).
+  bool define_last_error = true;
+  // A line printed at the top (what generated it: command, model).
+  std::string banner;
+};
+
+// One translation unit holding `funcs` (C++ for Cpu, CUDA C++ for Cuda). UnsupportedError when a
+// function uses a dtype the target cannot print (float8).
+std::string generate_module(const std::vector<LoweredFunc>& funcs, Target target,
+                            const ModuleOptions& options = ModuleOptions());
+
+// A TU that defines only kiln_last_error(), for libraries built from one TU per function.
+std::string generate_last_error_module(Target target);
+
+// The machine-readable signature of `func` (schema: docs/ARCHITECTURE.md).
+std::string signature_json(const LoweredFunc& func, Target target);
+
+// The C identifier kiln uses for a model-derived name ("conv1/Relu:0" -> "conv1_Relu_0").
+std::string c_identifier(const std::string& name);
+
+// The text of a boilerplate template ("templates/CMakeLists.txt.in"), @NAME@-style placeholders.
+const std::string& embedded_template(const std::string& name);
+
+// Files generated code includes, as (relative path under an include folder, text).
+std::vector<std::pair<std::string, std::string>> support_files();
+
+}  // namespace kiln::codegen

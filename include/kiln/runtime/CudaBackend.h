@@ -1,0 +1,28 @@
+#pragma once
+// The conformance runner's CUDA backend (runs on the GPU machine). Generating and compiling one
+// library per test case would take hours, so it works in three passes over the cases:
+//   1. generate: every case's graph is lowered with the default GPU schedules and printed as CUDA;
+//   2. build: the functions go into a few large translation units compiled in parallel by nvcc;
+//   3. run: each library is dlopen'ed and every case runs THROUGH THE KERNEL CONTRACT
+//      (kiln_<name>(args, num_args, workspace, stream)) on device buffers, outputs poisoned first,
+//      and its outputs are compared with the expected ones as on the CPU backend.
+// The CUDA runtime is loaded with dlopen at run time, so kiln itself needs no GPU libraries to
+// start (CI has none).
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/Conformance.h"
+
+namespace kiln {
+
+struct CudaTestOptions {
+  std::string work_dir = "kiln-cuda-test";  // generated sources and libraries
+  std::string arch = "sm_90";
+  int translation_units = 16;
+  int jobs = 16;  // parallel nvcc processes
+};
+
+// Results in the order of `folders`. UserError when nvcc or the CUDA runtime is missing.
+std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& folders, const CudaTestOptions& options);
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+#include "kiln/codegen/Build.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/support/Error.h"
+
+namespace kiln::codegen {
+
+namespace fs = std::filesystem;
+
+std::string find_nvcc() {
+  std::vector<std::string> candidates;
+  if (const char* e = std::getenv("KILN_NVCC")) candidates.push_back(e);
+  if (const char* e = std::getenv("CUDA_HOME")) candidates.push_back(std::string(e) + "/bin/nvcc");
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream ss(path);
+    std::string dir;
+    while (std::getline(ss, dir, ':')) {
+      if (!dir.empty()) candidates.push_back(dir + "/nvcc");
+    }
+  }
+  candidates.push_back("/usr/local/cuda/bin/nvcc");
+  for (const std::string& c : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(c, ec)) return c;
+  }
+  return "";
+}
+
+void write_support_files(const std::string& dir) {
+  for (const auto& [name, text] : support_files()) {
+    const fs::path path = fs::path(dir) / name;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary) << text;
+  }
+}
+
+static std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string build_command(const std::vector<std::string>& sources, const std::string& output,
+                          const BuildOptions& options) {
+  std::string cmd;
+  if (options.target == Target::Cuda) {
+    const std::string nvcc = find_nvcc();
+    if (nvcc.empty()) {
+      user_error("nvcc was not found (looked at $KILN_NVCC, $CUDA_HOME/bin, PATH, /usr/local/cuda/bin); "
+                 "install the CUDA toolkit or set KILN_NVCC, or pass --no-build to only write the sources");
+    }
+    cmd = quote(nvcc) + " -O3 -std=c++20 -shared -Xcompiler -fPIC -cudart shared --expt-relaxed-constexpr";
+    for (const std::string& arch : options.archs) {
+      const std::string n = arch.substr(3);
+      cmd += " -gencode=arch=compute_" + n + ",code=sm_" + n;
+    }
+  } else {
+    const char* cxx = std::getenv("CXX");
+    cmd = std::string(cxx ? cxx : "c++") + " -O2 -std=c++20 -shared -fPIC";
+  }
+  cmd += " -I" + quote(options.include_dir) + " -o " + quote(output);
+  for (const std::string& s : sources) cmd += " " + quote(s);
+  return cmd;
+}
+
+void build_shared_library(const std::vector<std::string>& sources, const std::string& output,
+                          const BuildOptions& options) {
+  const std::string log = options.log_path.empty() ? output + ".log" : options.log_path;
+  const std::string cmd = build_command(sources, output, options) + " > " + quote(log) + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string s = text.str();
+    if (s.size() > 4000) s = "..." + s.substr(s.size() - 4000);
+    user_error("building {} failed:\n{}\n{}", output, cmd, s);
+  }
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,36 @@
+#include "kiln/codegen/Codegen.h"
+
+#include "CppPrinter.h"
+#include "CudaPrinter.h"
+#include "Embedded.h"
+#include "kiln/support/Error.h"
+
+namespace kiln::codegen {
+
+const std::string& embedded_file(const std::string& name) {
+  for (const auto& [n, text] : embedded_files()) {
+    if (n == name) return text;
+  }
+  internal_error("no embedded file " + name);
+}
+
+std::string generate_module(const std::vector<LoweredFunc>& funcs, Target target, const ModuleOptions& options) {
+  if (target == Target::Cuda) return CudaPrinter().module(funcs, options);
+  return CppPrinter().module(funcs, options);
+}
+
+std::string generate_last_error_module(Target target) {
+  return generate_module({}, target, ModuleOptions{true, "kiln_last_error() of this library"});
+}
+
+const std::string& embedded_template(const std::string& name) { return embedded_file(name); }
+
+std::vector<std::pair<std::string, std::string>> support_files() {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& [name, text] : embedded_files()) {
+    if (name.rfind("include/", 0) == 0) files.emplace_back(name.substr(8), text);
+  }
+  return files;
+}
+
+}  // namespace kiln::codegen

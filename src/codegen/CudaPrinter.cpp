@@ -1,0 +1,193 @@
+#include "CudaPrinter.h"
+
+#include "Embedded.h"
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/ir/IRVisitor.h"
+#include "kiln/support/Error.h"
+
+namespace kiln::codegen {
+
+using namespace ir;
+
+namespace {
+
+// Grid-stride loops cover any grid; these caps keep a few waves of blocks resident.
+constexpr int64_t kMaxBlocksX = 8192;
+constexpr int64_t kMaxBlocksYZ = 65535;
+
+// The launch shape of one stage: the extents of its block loops (host expressions of the
+// symbols) and of its thread loops (constants).
+struct LaunchShape {
+  Expr blocks[3];
+  int64_t threads[3] = {1, 1, 1};
+};
+
+class FindLaunchShape : public IRVisitor {
+ public:
+  LaunchShape shape;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const For* op) override {
+    if (is_gpu_block(op->for_kind)) {
+      const int d = static_cast<int>(op->for_kind) - static_cast<int>(ForKind::BlockIdxX);
+      KILN_ASSERT(!shape.blocks[d].defined(), "two loops bound to {}", for_kind_name(op->for_kind));
+      shape.blocks[d] = op->extent;
+    } else if (is_gpu_thread(op->for_kind)) {
+      const int d = static_cast<int>(op->for_kind) - static_cast<int>(ForKind::ThreadIdxX);
+      auto n = as_const_int(op->extent);
+      KILN_ASSERT(n && *n > 0 && *n <= 1024, "thread loop of extent {} (a constant up to 1024 is needed)",
+                  to_string(op->extent));
+      shape.threads[d] = std::max(shape.threads[d], *n);
+    }
+    IRVisitor::visit(op);
+  }
+};
+
+const char* const kIndexName[3] = {"x", "y", "z"};
+
+}  // namespace
+
+std::string CudaPrinter::prologue() { return embedded_file("templates/cuda_prologue.cuh"); }
+
+std::string CudaPrinter::half_type_name(DType dtype) {
+  return dtype == DType::Float16 ? "__half" : "__nv_bfloat16";
+}
+
+std::string CudaPrinter::math_function(Intrinsic op, bool single) {
+  struct Entry {
+    Intrinsic op;
+    const char* single;
+    const char* dbl;
+  };
+  static const Entry kTable[] = {
+      {Intrinsic::Exp, "expf", "exp"},       {Intrinsic::Log, "logf", "log"},
+      {Intrinsic::Sqrt, "sqrtf", "sqrt"},    {Intrinsic::Rsqrt, "rsqrtf", "rsqrt"},
+      {Intrinsic::Sin, "sinf", "sin"},       {Intrinsic::Cos, "cosf", "cos"},
+      {Intrinsic::Tan, "tanf", "tan"},       {Intrinsic::Asin, "asinf", "asin"},
+      {Intrinsic::Acos, "acosf", "acos"},    {Intrinsic::Atan, "atanf", "atan"},
+      {Intrinsic::Sinh, "sinhf", "sinh"},    {Intrinsic::Cosh, "coshf", "cosh"},
+      {Intrinsic::Tanh, "tanhf", "tanh"},    {Intrinsic::Asinh, "asinhf", "asinh"},
+      {Intrinsic::Acosh, "acoshf", "acosh"}, {Intrinsic::Atanh, "atanhf", "atanh"},
+      {Intrinsic::Erf, "erff", "erf"},       {Intrinsic::Abs, "fabsf", "fabs"},
+      {Intrinsic::Floor, "floorf", "floor"}, {Intrinsic::Ceil, "ceilf", "ceil"},
+      {Intrinsic::RoundEven, "rintf", "rint"}, {Intrinsic::Trunc, "truncf", "trunc"},
+      {Intrinsic::Pow, "powf", "pow"},       {Intrinsic::Fmod, "fmodf", "fmod"},
+      {Intrinsic::IsNan, "isnan", "isnan"},  {Intrinsic::IsInf, "isinf", "isinf"},
+  };
+  for (const Entry& e : kTable) {
+    if (e.op == op) return single ? e.single : e.dbl;
+  }
+  return "";
+}
+
+namespace {
+
+class FirstGlobalStore : public IRVisitor {
+ public:
+  std::string name;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Store* op) override {
+    if (name.empty() && op->buffer->scope == MemoryScope::Global) name = op->buffer->name;
+    IRVisitor::visit(op);
+  }
+};
+
+}  // namespace
+
+// "<function>_k<stage>_<first tensor the stage writes>": names from the model.
+std::string CudaPrinter::kernel_name(const FunctionLayout& f, size_t stage) {
+  FirstGlobalStore first;
+  first.visit(f.stages[stage]);
+  return f.name + "_k" + std::to_string(stage) + (first.name.empty() ? "" : "_" + c_identifier(first.name));
+}
+
+void CudaPrinter::print_compute(const FunctionLayout& f) {
+  const std::vector<std::string>& notes = f.func->stage_notes;
+  for (size_t k = 0; k < f.stages.size(); ++k) {
+    reset_names();
+    const Stmt& stage = f.stages[k];
+    FindLaunchShape launch;
+    launch.visit(stage);
+    const int64_t threads = launch.shape.threads[0] * launch.shape.threads[1] * launch.shape.threads[2];
+    const std::vector<Buffer> buffers = buffers_used(f, stage);
+    blank_line();
+    line() << "// kernel " << k << " of " << f.name << ": " << (k < notes.size() ? notes[k] : std::string("(no note)"))
+           << "\n";
+    open_block("__global__ void __launch_bounds__(" + std::to_string(threads) + ") " + kernel_name(f, k) + "(" +
+               compute_params(f, buffers, stage) + ")");
+    stmt(stage);
+    close_block();
+  }
+}
+
+void CudaPrinter::print_invoke(const FunctionLayout& f) {
+  for (size_t k = 0; k < f.stages.size(); ++k) {
+    FindLaunchShape launch;
+    launch.visit(f.stages[k]);
+    const LaunchShape& s = launch.shape;
+    std::string grid;
+    for (int d = 0; d < 3; ++d) {
+      const std::string cap = std::to_string(d == 0 ? kMaxBlocksX : kMaxBlocksYZ);
+      grid += std::string(d ? ", " : "") +
+              (s.blocks[d].defined() ? "kiln_grid_size(" + expr(s.blocks[d]) + ", " + cap + ")" : std::string("1"));
+    }
+    const std::string block = std::to_string(s.threads[0]) + ", " + std::to_string(s.threads[1]) + ", " +
+                              std::to_string(s.threads[2]);
+    const std::string name = kernel_name(f, k);
+    line() << name << "<<<dim3(" << grid << "), dim3(" << block << "), 0, static_cast<cudaStream_t>(stream)>>>("
+           << compute_args(f, buffers_used(f, f.stages[k])) << ");\n";
+    line() << "if (const int32_t launch = kiln_check_launch(signature, \"" << name
+           << "\"); launch != KILN_OK) return launch;\n";
+  }
+}
+
+void CudaPrinter::print_copy(const std::string& dst, const std::string& src, const std::string& bytes) {
+  open_block("if (cudaMemcpyAsync(" + dst + ", " + src + ", " + bytes +
+             ", cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)) != cudaSuccess)");
+  line() << "return kiln_check_launch(signature, \"cudaMemcpyAsync\");\n";
+  close_block();
+}
+
+void CudaPrinter::print_for(const For* op) {
+  const bool block = is_gpu_block(op->for_kind), thread = is_gpu_thread(op->for_kind);
+  if (!block && !thread) {
+    CodePrinter::print_for(op);
+    return;
+  }
+  KILN_ASSERT(is_zero(op->min), "GPU loop {} does not start at 0", op->var.as<Variable>()->name);
+  const int d = static_cast<int>(op->for_kind) - static_cast<int>(block ? ForKind::BlockIdxX : ForKind::ThreadIdxX);
+  const std::string v = var_name(op->var), n = expr(op->extent);
+  const std::string index = std::string(block ? "blockIdx." : "threadIdx.") + kIndexName[d];
+  const std::string step = std::string(block ? "gridDim." : "blockDim.") + kIndexName[d];
+  // Grid-stride (block) and block-stride (thread) loops: correct for any launch shape; with the
+  // launch printed above, a thread loop runs exactly once.
+  open_block("for (int64_t " + v + " = " + index + "; " + v + " < " + n + "; " + v + " += " + step + ")");
+  stmt(op->body);
+  close_block();
+}
+
+void CudaPrinter::print_allocate(const Allocate* op) {
+  if (op->buffer->scope != MemoryScope::Shared) {
+    CodePrinter::print_allocate(op);
+    return;
+  }
+  const Buffer& b = op->buffer;
+  auto n = as_const_int(b.num_elements());
+  KILN_ASSERT(n, "shared allocation {} of a non-constant size", b->name);
+  line() << "__shared__ " << type_name(b->dtype) << " " << buffer_name(b) << "[" << *n << "];\n";
+  stmt(op->body);
+}
+
+std::string CudaPrinter::print_block_allreduce(const Call* op) {
+  auto kind = as_const_int(op->args[2]);
+  KILN_ASSERT(kind, "block_allreduce kind");
+  return "kiln::block_allreduce<" + std::to_string(*kind) + ">(" + expr(op->args[0]) + ", " + expr(op->args[1]) + ")";
+}
+
+void CudaPrinter::print_sync_threads() { line() << "__syncthreads();\n"; }
+
+}  // namespace kiln::codegen

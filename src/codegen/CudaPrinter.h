@@ -1,0 +1,33 @@
+#pragma once
+// The CUDA subclass of the printer hierarchy: one __global__ kernel per stage, GPU loop kinds
+// as grid-stride and block-stride loops, __shared__ allocations, cross-thread reductions, math
+// through CUDA's float/double functions, and launches on the caller's stream. Private to codegen/.
+#include <dlpack/dlpack.h>
+
+#include "CodePrinter.h"
+
+namespace kiln::codegen {
+
+class CudaPrinter : public CodePrinter {
+ public:
+  CudaPrinter() : CodePrinter(Target::Cuda) {}
+
+ protected:
+  std::string prologue() override;
+  std::string half_type_name(DType dtype) override;
+  std::string math_function(ir::Intrinsic op, bool single) override;
+  void print_compute(const FunctionLayout& f) override;
+  void print_invoke(const FunctionLayout& f) override;
+  void print_copy(const std::string& dst, const std::string& src, const std::string& bytes) override;
+  void print_for(const ir::For* op) override;
+  void print_allocate(const ir::Allocate* op) override;
+  std::string print_block_allreduce(const ir::Call* op) override;
+  void print_sync_threads() override;
+  std::string unroll_pragma() override { return "#pragma unroll"; }
+  int device_type() const override { return kDLCUDA; }
+
+ private:
+  std::string kernel_name(const FunctionLayout& f, size_t stage);
+};
+
+}  // namespace kiln::codegen

@@ -1,0 +1,26 @@
+// ---- prologue (src/codegen/templates/cuda_prologue.cuh) ----
+#include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+
+#include "kiln/codegen/runtime/kiln_cuda.cuh"
+#include "kiln/runtime/kiln_abi.h"
+#include "kiln/runtime/validate.h"
+
+// Grid size for a grid-stride loop over `extent` iterations: every iteration is covered whatever
+// the grid, so the grid is capped at a few waves of blocks and kept at least 1.
+static inline unsigned kiln_grid_size(int64_t extent, int64_t cap) {
+  return static_cast<unsigned>(extent < 1 ? 1 : extent < cap ? extent : cap);
+}
+
+// Returns KILN_ERR_LAUNCH with the CUDA error after a launch that failed.
+static inline int32_t kiln_check_launch(const KilnSignature& signature, const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return KILN_OK;
+  kiln::abi::last_error_storage() = std::string(signature.text) + ": launch of " + kernel + " failed: " + cudaGetErrorString(e);
+  return KILN_ERR_LAUNCH;
+}
+// ---- end of prologue ----

@@ -1,0 +1,225 @@
+#include "kiln/schedule/Defaults.h"
+
+#include <unordered_set>
+
+#include "kiln/ir/Equality.h"
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/Simplify.h"
+
+namespace kiln {
+namespace {
+
+using namespace ir;
+using Kind = LoopTransform::Kind;
+
+constexpr int64_t kThreadsPerBlock = 256;
+constexpr int kVectorBytes = 16;
+
+LoopTransform split(const std::string& loop, int64_t factor) { return {Kind::Split, loop, "", factor, {}, ForKind::Serial}; }
+LoopTransform fuse(const std::string& a, const std::string& b) { return {Kind::Fuse, a, b, 0, {}, ForKind::Serial}; }
+LoopTransform bind_to(const std::string& loop, ForKind k) { return {Kind::Bind, loop, "", 0, {}, k}; }
+LoopTransform vectorize(const std::string& loop) { return {Kind::Vectorize, loop, "", 0, {}, ForKind::Serial}; }
+LoopTransform reorder(std::vector<std::string> order) { return {Kind::Reorder, "", "", 0, std::move(order), ForKind::Serial}; }
+
+std::string axis(int d) { return "i" + std::to_string(d); }
+
+// Fuses loops `names` (adjacent, in order) into one; returns the fused loop's name.
+std::string fuse_all(std::vector<LoopTransform>& t, const std::vector<std::string>& names) {
+  std::string fused = names.at(0);
+  for (size_t k = 1; k < names.size(); ++k) {
+    t.push_back(fuse(fused, names[k]));
+    fused += "." + names[k];
+  }
+  return fused;
+}
+
+Expr product(const std::vector<Expr>& dims, size_t begin, size_t end) {
+  Expr p = Expr(1);
+  for (size_t k = begin; k < end; ++k) p = p * dims[k];
+  return simplify(p);
+}
+
+int64_t vector_lanes(DType d) { return std::max<int64_t>(1, kVectorBytes / dtype_bytes(d)); }
+
+// Threads per row for rows of `columns` elements: a warp for short rows, up to 512 for long ones.
+int64_t row_threads(const Expr& columns) {
+  auto c = as_const_int(columns);
+  if (!c) return kThreadsPerBlock;
+  if (*c <= 256) return 32;
+  if (*c <= 1024) return 128;
+  if (*c <= 8192) return 256;
+  return 512;
+}
+
+// A row reduction reads some tensor with its innermost reduction variable as the last index.
+class ReadsRowwise : public IRVisitor {
+ public:
+  explicit ReadsRowwise(const Expr& r) : r_(r) {}
+  bool found = false;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const TensorRead* op) override {
+    if (!op->indices.empty() && op->indices.back().same_as(r_)) found = true;
+    IRVisitor::visit(op);
+  }
+
+ private:
+  Expr r_;
+};
+
+struct Row {
+  Expr rows, columns;
+  int64_t threads;
+};
+
+std::optional<Row> row_of_reduction(const te::Tensor& t) {
+  const Reduce* red = t->body.as<Reduce>();
+  if (!red || red->axes.empty()) return std::nullopt;
+  ReadsRowwise reads(red->axes.back().var);
+  reads.visit(red->source);
+  if (!reads.found) return std::nullopt;
+  const Expr columns = simplify(red->axes.back().extent);
+  return Row{product(t.shape(), 0, t.shape().size()), columns, row_threads(columns)};
+}
+
+StageSchedule row_reduction(const te::Tensor& t, const Row& row) {
+  StageSchedule s;
+  if (t.ndim() > 0) {
+    std::vector<std::string> names;
+    for (int d = 0; d < t.ndim(); ++d) names.push_back(axis(d));
+    s.transforms.push_back(bind_to(fuse_all(s.transforms, names), ForKind::BlockIdxX));
+  }
+  s.reduce_threads = row.threads;
+  s.description = "row reduction: a block per row, " + std::to_string(row.threads) +
+                  " threads across the row, block all-reduce (warp shuffles)";
+  return s;
+}
+
+StageSchedule column_reduction(const te::Tensor& t) {
+  StageSchedule s;
+  if (t.ndim() == 0) {
+    s.description = "reduction to a scalar: one thread";
+    return s;
+  }
+  std::vector<std::string> names;
+  for (int d = 0; d < t.ndim(); ++d) names.push_back(axis(d));
+  const std::string all = fuse_all(s.transforms, names);
+  s.transforms.push_back(split(all, kThreadsPerBlock));
+  s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
+  s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
+  s.description = "reduction over outer axes: a thread per output, " + std::to_string(kThreadsPerBlock) +
+                  " threads along the contiguous output axis (coalesced), serial over the reduction";
+  return s;
+}
+
+StageSchedule flat_injective(const te::Tensor& t) {
+  StageSchedule s;
+  const int n = t.ndim();
+  if (n == 0) {
+    s.description = "scalar: one thread";
+    return s;
+  }
+  std::vector<std::string> names;
+  for (int d = 0; d < n; ++d) names.push_back(axis(d));
+  const int64_t lanes = vector_lanes(t.dtype());
+  auto last = as_const_int(t.shape(n - 1));
+  std::string vector_loop;
+  if (lanes > 1 && last && *last % lanes == 0) {
+    s.transforms.push_back(split(axis(n - 1), lanes));
+    names.back() = axis(n - 1) + ".o";
+    vector_loop = axis(n - 1) + ".i";
+  }
+  const std::string all = fuse_all(s.transforms, names);
+  s.transforms.push_back(split(all, kThreadsPerBlock));
+  s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
+  s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
+  if (!vector_loop.empty()) s.transforms.push_back(vectorize(vector_loop));
+  s.description = "elementwise: grid-stride over blocks of " + std::to_string(kThreadsPerBlock) + " threads" +
+                  (vector_loop.empty() ? std::string(", scalar accesses (last axis not a multiple of the vector)")
+                                       : ", " + std::to_string(lanes) + " elements (16 bytes) per access");
+  return s;
+}
+
+StageSchedule row_injective(const te::Tensor& t, const Row& row) {
+  StageSchedule s;
+  const int n = t.ndim();
+  const std::string last = axis(n - 1);
+  std::vector<std::string> outer;
+  for (int d = 0; d < n - 1; ++d) outer.push_back(axis(d));
+  const int64_t lanes = vector_lanes(t.dtype());
+  auto columns = as_const_int(t.shape(n - 1));
+  std::string thread, serial, vector_loop;
+  if (lanes > 1 && columns && *columns % lanes == 0) {
+    s.transforms.push_back(split(last, lanes));
+    s.transforms.push_back(split(last + ".o", row.threads));
+    thread = last + ".o.i", serial = last + ".o.o", vector_loop = last + ".i";
+  } else {
+    s.transforms.push_back(split(last, row.threads));
+    thread = last + ".i", serial = last + ".o";
+  }
+  const std::string rows = fuse_all(s.transforms, outer);
+  std::vector<std::string> order = {rows, thread, serial};
+  if (!vector_loop.empty()) order.push_back(vector_loop);
+  s.transforms.push_back(reorder(order));
+  s.transforms.push_back(bind_to(rows, ForKind::BlockIdxX));
+  s.transforms.push_back(bind_to(thread, ForKind::ThreadIdxX));
+  if (!vector_loop.empty()) s.transforms.push_back(vectorize(vector_loop));
+  s.description = "row elementwise: a block per row, " + std::to_string(row.threads) + " threads across the row" +
+                  (vector_loop.empty() ? std::string("") : ", 16 bytes per access");
+  return s;
+}
+
+StageSchedule per_row_scalar(const te::Tensor& t) {
+  StageSchedule s;
+  std::vector<std::string> names;
+  for (int d = 0; d < t.ndim(); ++d) names.push_back(axis(d));
+  s.transforms.push_back(bind_to(fuse_all(s.transforms, names), ForKind::BlockIdxX));
+  s.description = "one value per row: a block per row (every thread computes it)";
+  return s;
+}
+
+}  // namespace
+
+Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs) {
+  Schedule schedule;
+  schedule.fuse_row_stages = true;
+  std::unordered_set<const te::TensorNode*> is_input;
+  for (const te::Tensor& t : inputs) is_input.insert(t.node().get());
+  std::vector<te::Tensor> stages;
+  for (const te::Tensor& t : te::topological_order(outputs)) {
+    if (!t.is_placeholder() && !is_input.count(t.node().get())) stages.push_back(t);
+  }
+  std::vector<Row> rows;
+  for (const te::Tensor& t : stages) {
+    if (auto row = row_of_reduction(t)) rows.push_back(*row);
+  }
+  auto matching_row = [&](const Expr& r, const Expr& c) -> const Row* {
+    for (const Row& row : rows) {
+      if (structurally_equal(row.rows, r) && structurally_equal(row.columns, c)) return &row;
+    }
+    return nullptr;
+  };
+  for (const te::Tensor& t : stages) {
+    StageSchedule s;
+    if (t->pattern == te::Pattern::Reduction) {
+      auto row = row_of_reduction(t);
+      s = row ? row_reduction(t, *row) : column_reduction(t);
+    } else if (t.ndim() >= 2) {
+      const Expr r = product(t.shape(), 0, t.shape().size() - 1), c = simplify(t.shape().back());
+      const Row* row = matching_row(r, c);
+      bool per_row = false;
+      if (!row && is_one(c)) {
+        for (const Row& candidate : rows) per_row = per_row || structurally_equal(candidate.rows, r);
+      }
+      s = row ? row_injective(t, *row) : per_row ? per_row_scalar(t) : flat_injective(t);
+    } else {
+      s = flat_injective(t);
+    }
+    schedule.stage(t.name()) = s;
+  }
+  return schedule;
+}
+
+}  // namespace kiln

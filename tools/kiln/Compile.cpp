@@ -1,0 +1,131 @@
+// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--nodes a,b] [--no-build]
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "Commands.h"
+#include "kiln/codegen/Build.h"
+#include "kiln/codegen/Codegen.h"
+#include "kiln/codegen/GraphFunctions.h"
+#include "kiln/onnx/Import.h"
+#include "kiln/support/Error.h"
+
+namespace kiln::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CompileOptions {
+  std::string model;
+  std::string out_dir;
+  std::vector<std::string> targets = {"sm_90"};
+  std::vector<std::string> nodes;
+  bool no_build = false;
+};
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size())) {
+    text.replace(p, from.size(), to);
+  }
+  return text;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!(out << text)) user_error("cannot write {}", path.string());
+}
+
+int run_compile(const CompileOptions& options) {
+  bool cpu = false;
+  for (const std::string& t : options.targets) {
+    if (t == "cpu") {
+      cpu = true;
+    } else if (t.rfind("sm_", 0) != 0 || t.size() < 5 || t.find_first_not_of("0123456789", 3) != std::string::npos) {
+      user_error("--target '{}' is not a target (expected sm_<NN> such as sm_80, sm_90, sm_110, or cpu)", t);
+    }
+  }
+  if (cpu && options.targets.size() > 1) user_error("--target cpu cannot be combined with GPU targets");
+  const codegen::Target target = cpu ? codegen::Target::Cpu : codegen::Target::Cuda;
+  if (!cpu && !options.no_build && codegen::find_nvcc().empty()) {
+    user_error("nvcc was not found (looked at $KILN_NVCC, $CUDA_HOME/bin, PATH, /usr/local/cuda/bin); install the "
+               "CUDA toolkit or set KILN_NVCC, or pass --no-build to only write the sources");
+  }
+  Graph graph = load_onnx(options.model);
+  const std::string model_name = fs::path(options.model).stem().string();
+  std::vector<codegen::GraphFunction> functions =
+      codegen::lower_graph(graph, target, graph.name.empty() ? model_name : graph.name, options.nodes);
+
+  const fs::path dir(options.out_dir);
+  fs::create_directories(dir);
+  codegen::write_support_files((dir / "include").string());
+  const std::string ext = cpu ? ".cpp" : ".cu";
+  std::vector<std::string> sources;
+  for (size_t k = 0; k < functions.size(); ++k) {
+    const LoweredFunc& f = functions[k].func;
+    codegen::ModuleOptions module;
+    module.define_last_error = false;
+    module.banner = "kiln compile " + options.model + " (nodes: " + std::to_string(functions[k].nodes.size()) + ")";
+    const fs::path source = dir / (f.name + ext);
+    write_file(source, codegen::generate_module({f}, target, module));
+    write_file(dir / (f.name + ".json"), codegen::signature_json(f, target));
+    sources.push_back(source.filename().string());
+    std::cout << "[" << (k + 1) << "/" << functions.size() << "] " << f.name << ": "
+              << std::max<size_t>(1, f.stage_notes.size()) << " kernel(s) -> " << source.string() << "\n";
+    std::cout.flush();
+  }
+  const fs::path module = dir / ("kiln_module" + ext);
+  write_file(module, codegen::generate_last_error_module(target));
+  sources.push_back(module.filename().string());
+
+  std::string list;
+  for (const std::string& s : sources) list += " " + s;
+  std::string arch_list;
+  for (const std::string& t : options.targets) arch_list += (arch_list.empty() ? "" : ";") + (cpu ? "" : t.substr(3));
+  std::string tmpl = codegen::embedded_template("templates/CMakeLists.txt.in");
+  tmpl = replace_all(tmpl, "@NAME@", codegen::c_identifier(model_name));
+  tmpl = replace_all(tmpl, "@LANGUAGES@", cpu ? "" : "CUDA");
+  tmpl = replace_all(tmpl, "@CUDA_SETTINGS@", cpu ? "" : "set(CMAKE_CUDA_STANDARD 20)\nset(CMAKE_CUDA_ARCHITECTURES " + arch_list + ")");
+  tmpl = replace_all(tmpl, "@SOURCES@", list.substr(1));
+  write_file(dir / "CMakeLists.txt", tmpl);
+
+  if (options.no_build) {
+    std::cout << "sources written to " << dir.string() << " (not built: --no-build)\n";
+    return 0;
+  }
+  codegen::BuildOptions build;
+  build.target = target;
+  if (!cpu) build.archs = options.targets;
+  build.include_dir = (dir / "include").string();
+  const fs::path library = dir / ("lib" + codegen::c_identifier(model_name) + ".so");
+  std::vector<std::string> paths;
+  for (const std::string& s : sources) paths.push_back((dir / s).string());
+  std::cout << "building " << library.string() << " ...\n";
+  std::cout.flush();
+  codegen::build_shared_library(paths, library.string(), build);
+  std::cout << "built " << library.string() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_compile(CLI::App& app) {
+  auto options = std::make_shared<CompileOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile",
+      "Generate kernels for an ONNX model (the whole graph as one function, or one function per node\n"
+      "given with --nodes) and build them into one shared library. Every function is exported through\n"
+      "the kernel contract: kiln_<name>(args, num_args, workspace, stream) and kiln_signature_<name>().\n"
+      "Writes DIR/<name>.cu (or .cpp), DIR/<name>.json (signature), DIR/include/ (headers the sources\n"
+      "need), DIR/CMakeLists.txt, and DIR/lib<model>.so when nvcc (or the host compiler) is there.\n"
+      "Example: kiln compile model.onnx -o out --target sm_90,sm_110 --nodes softmax_1");
+  cmd->add_option("model", options->model, "The .onnx file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", options->out_dir, "Output folder (created)")->required();
+  cmd->add_option("--target", options->targets, "Comma-separated GPU architectures (sm_80,sm_90,sm_110) or cpu")
+      ->delimiter(',');
+  cmd->add_option("--nodes", options->nodes, "Comma-separated node names: one function per node")->delimiter(',');
+  cmd->add_flag("--no-build", options->no_build, "Only write the sources");
+  cmd->callback([options] { set_exit_code(run_compile(*options)); });
+}
+
+}  // namespace kiln::cli
