@@ -232,7 +232,8 @@ def main():
         torch_us = time_us(lambda: c["torch"](*inputs))
         rows.append((name, dname, status, kiln_us, bytes_moved, torch_us))
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("KILN_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                                             capture_output=True, text=True).stdout.strip()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     lines = ["# kiln core benchmark: %s, %s" % (device, date), "",
              "- device: %s; git commit: %s; command: `%s`" % (device, commit or "unknown", " ".join(sys.argv)),

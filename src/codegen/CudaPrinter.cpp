@@ -4,6 +4,7 @@
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/Simplify.h"
 #include "kiln/support/Error.h"
 
 namespace kiln::codegen {
@@ -46,6 +47,33 @@ class FindLaunchShape : public IRVisitor {
 };
 
 const char* const kIndexName[3] = {"x", "y", "z"};
+
+// A kernel that works on whole rows: a block-bound loop around barriers or block all-reduces.
+// Returns the bytes of the largest global buffer it reads, per row (undefined otherwise).
+class RowKernelBytes : public IRVisitor {
+ public:
+  explicit RowKernelBytes(Expr rows) : rows_(std::move(rows)) {}
+  bool cooperative = false;
+  Expr bytes;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Call* op) override {
+    cooperative = cooperative || op->op == Intrinsic::SyncThreads || op->op == Intrinsic::BlockAllReduce;
+    IRVisitor::visit(op);
+  }
+  void visit(const Load* op) override {
+    if (op->buffer->scope == MemoryScope::Global) {
+      Expr b = op->buffer.num_elements() * Expr(dtype_bytes(op->buffer->dtype)) / rows_;
+      auto c = as_const_int(b), best = bytes.defined() ? as_const_int(bytes) : std::optional<int64_t>();
+      if (!bytes.defined() || (c && best && *c > *best)) bytes = b;
+    }
+    IRVisitor::visit(op);
+  }
+
+ private:
+  Expr rows_;
+};
 
 }  // namespace
 
@@ -130,7 +158,20 @@ void CudaPrinter::print_invoke(const FunctionLayout& f) {
     launch.visit(f.stages[k]);
     const LaunchShape& s = launch.shape;
     std::string grid;
+    const For* top = f.stages[k].as<For>();
+    std::optional<std::string> row_grid;
+    if (top && top->for_kind == ForKind::BlockIdxX) {
+      RowKernelBytes row(top->extent);
+      row.visit(top->body);
+      if (row.cooperative && row.bytes.defined()) {
+        row_grid = "kiln_row_grid_size(" + expr(top->extent) + ", " + expr(simplify(row.bytes)) + ")";
+      }
+    }
     for (int d = 0; d < 3; ++d) {
+      if (d == 0 && row_grid) {
+        grid += *row_grid;
+        continue;
+      }
       const std::string cap = std::to_string(d == 0 ? kMaxBlocksX : kMaxBlocksYZ);
       grid += std::string(d ? ", " : "") +
               (s.blocks[d].defined() ? "kiln_grid_size(" + expr(s.blocks[d]) + ", " + cap + ")" : std::string("1"));

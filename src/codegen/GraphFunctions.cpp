@@ -1,5 +1,8 @@
 #include "kiln/codegen/GraphFunctions.h"
 
+#include <set>
+
+#include "kiln/ir/IRVisitor.h"
 #include "kiln/lower/Lower.h"
 #include "kiln/schedule/Defaults.h"
 #include "kiln/support/Error.h"
@@ -12,6 +15,37 @@ LoweredFunc lower_for(Target target, const std::string& name, const std::vector<
                       const std::vector<te::Tensor>& outputs) {
   const Schedule schedule = target == Target::Cuda ? default_gpu_schedule(inputs, outputs) : Schedule();
   return lower(c_identifier(name), inputs, outputs, schedule);
+}
+
+class UsedBuffers : public ir::IRVisitor {
+ public:
+  std::set<const ir::BufferNode*> used;
+  using ir::IRVisitor::visit;
+
+ protected:
+  void visit(const ir::Load* op) override {
+    used.insert(op->buffer.get());
+    ir::IRVisitor::visit(op);
+  }
+};
+
+// Inputs whose values were known when compiling and that no stage reads (a ReduceSum's axes, a
+// Reshape's shape) are not parameters: callers should not pass what the kernel never reads.
+void drop_unread_constants(GraphFunction& f) {
+  UsedBuffers used;
+  used.visit(f.func.body);
+  std::set<const ir::BufferNode*> outputs;
+  for (const ir::Buffer& b : f.func.outputs) outputs.insert(b.get());
+  std::vector<ir::Buffer> inputs;
+  std::vector<std::optional<HostTensor>> known;
+  for (size_t k = 0; k < f.func.inputs.size(); ++k) {
+    const ir::Buffer& b = f.func.inputs[k];
+    if (f.known_inputs[k] && !used.used.count(b.get()) && !outputs.count(b.get())) continue;
+    inputs.push_back(b);
+    known.push_back(f.known_inputs[k]);
+  }
+  f.func.inputs = inputs;
+  f.known_inputs = known;
 }
 
 }  // namespace
@@ -41,6 +75,7 @@ std::vector<GraphFunction> lower_graph(const Graph& graph, Target target, const 
     f.func = lower_for(target, name, built.placeholders, outputs);
     for (const Node& n : graph.nodes) f.nodes.push_back(n.name);
     f.known_inputs = built.data;
+    drop_unread_constants(f);
     functions.push_back(std::move(f));
     return functions;
   }
@@ -67,6 +102,7 @@ std::vector<GraphFunction> lower_graph(const Graph& graph, Target target, const 
     }
     f.func = lower_for(target, node.name, inputs, outputs);
     f.nodes = {node.name};
+    drop_unread_constants(f);
     functions.push_back(std::move(f));
   }
   return functions;

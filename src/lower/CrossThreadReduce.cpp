@@ -20,23 +20,32 @@ std::optional<ReduceKind> combiner_kind(const Expr& update) {
 }
 
 // The innermost loop of a perfect nest (through IfThenElse without else) is split across threads.
-Stmt split_innermost(const Stmt& s, const Expr& tx, int64_t threads) {
+Stmt split_innermost(const Stmt& s, const Expr& tx, int64_t threads, int64_t lanes) {
   const For* f = s.as<For>();
   if (!f) return Stmt();
-  Stmt inner = split_innermost(f->body, tx, threads);
+  Stmt inner = split_innermost(f->body, tx, threads, lanes);
   if (inner.defined()) return For::make(f->var, f->min, f->extent, f->for_kind, inner);
+  auto extent = as_const_int(f->extent);
+  if (lanes > 1 && extent && *extent % lanes == 0 && is_zero(f->min)) {
+    // r = (k * threads + tx) * lanes + v: consecutive lanes per thread, threads side by side.
+    const int64_t steps = *extent / lanes;
+    Expr k = var(f->var.as<Variable>()->name + "_k"), v = var(f->var.as<Variable>()->name + "_v");
+    Expr q = k * Expr(threads) + tx;
+    Stmt body = For::make(v, 0, Expr(lanes), ForKind::Vectorized, substitute(f->body, {{f->var, q * Expr(lanes) + v}}));
+    if (steps % threads != 0) body = IfThenElse::make(q < Expr(steps), body);
+    return For::make(k, 0, Expr((steps + threads - 1) / threads), ForKind::Serial, body);
+  }
   // f is the innermost loop: r = min + k * threads + tx for k < ceil(extent / threads).
   Expr k = var(f->var.as<Variable>()->name + "_k");
   Expr r = f->min + k * Expr(threads) + tx;
   Stmt body = substitute(f->body, {{f->var, r}});
-  auto extent = as_const_int(f->extent);
   if (!extent || *extent % threads != 0) body = IfThenElse::make(r < f->min + f->extent, body);
   return For::make(k, 0, (f->extent + Expr(threads - 1)) / Expr(threads), ForKind::Serial, body);
 }
 
 class Rewrite : public IRMutator {
  public:
-  explicit Rewrite(int64_t threads) : threads_(threads) {}
+  Rewrite(int64_t threads, int64_t lanes) : threads_(threads), lanes_(lanes) {}
   using IRMutator::mutate;
   bool changed = false;
 
@@ -59,7 +68,7 @@ class Rewrite : public IRMutator {
     if (!kind) return IRMutator::visit(op, self);
     changed = true;
     Expr tx = var("tx");
-    Stmt split = split_innermost(update_nest, tx, threads_);
+    Stmt split = split_innermost(update_nest, tx, threads_, lanes_);
     Expr acc = Load::make(op->buffer, 0);
     Expr all = Call::make(acc.type(), Intrinsic::BlockAllReduce,
                           {acc, init->value, make_const(Type(DType::Int32), static_cast<int>(*kind))});
@@ -69,14 +78,14 @@ class Rewrite : public IRMutator {
   }
 
  private:
-  int64_t threads_;
+  int64_t threads_, lanes_;
 };
 
 }  // namespace
 
-Stmt cross_thread_reduce(const Stmt& stage, int64_t threads) {
+Stmt cross_thread_reduce(const Stmt& stage, int64_t threads, int64_t lanes) {
   KILN_ASSERT(threads % 32 == 0 && threads > 0 && threads <= 1024, "cross-thread reduction over {} threads", threads);
-  Rewrite rewrite(threads);
+  Rewrite rewrite(threads, lanes);
   return rewrite.mutate(stage);
 }
 

@@ -9,6 +9,8 @@ namespace kiln {
 // `stage` is a scheduled reduction stage: loops over the output (bound to blocks or serial)
 // around Allocate(acc){acc = identity; reduction loops; out = acc}. Returns it unchanged when it
 // has no such accumulator.
-ir::Stmt cross_thread_reduce(const ir::Stmt& stage, int64_t threads);
+// With `lanes` > 1 and a constant row length that is a multiple of it, each thread reads `lanes`
+// consecutive elements per step (a Vectorized loop: lower/VectorizeLoops makes it one load).
+ir::Stmt cross_thread_reduce(const ir::Stmt& stage, int64_t threads, int64_t lanes = 1);
 
 }  // namespace kiln

@@ -175,7 +175,7 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     const StageSchedule* stage_schedule = schedule.find(t.name());
     if (stage_schedule) stage = apply_schedule(stage, t, *stage_schedule);
     if (stage_schedule && stage_schedule->reduce_threads > 0) {
-      stage = cross_thread_reduce(stage, stage_schedule->reduce_threads);
+      stage = cross_thread_reduce(stage, stage_schedule->reduce_threads, stage_schedule->reduce_vector);
     }
     func.stage_notes.push_back(t.name() + " = " + (t->origin.empty() ? std::string("(no source node)") : t->origin) +
                                "; schedule: " + (stage_schedule ? stage_schedule->description : std::string("serial loops")));

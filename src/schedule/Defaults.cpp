@@ -57,11 +57,15 @@ class ReadsRowwise : public IRVisitor {
  public:
   explicit ReadsRowwise(const Expr& r) : r_(r) {}
   bool found = false;
+  DType dtype = DType::Float32;  // of the tensor read row-wise (the widest, when several)
   using IRVisitor::visit;
 
  protected:
   void visit(const TensorRead* op) override {
-    if (!op->indices.empty() && op->indices.back().same_as(r_)) found = true;
+    if (!op->indices.empty() && op->indices.back().same_as(r_)) {
+      if (!found || dtype_bytes(op->tensor->dtype) > dtype_bytes(dtype)) dtype = op->tensor->dtype;
+      found = true;
+    }
     IRVisitor::visit(op);
   }
 
@@ -72,6 +76,7 @@ class ReadsRowwise : public IRVisitor {
 struct Row {
   Expr rows, columns;
   int64_t threads;
+  int64_t lanes;  // elements per 16-byte load of the tensor read row-wise
 };
 
 std::optional<Row> row_of_reduction(const te::Tensor& t) {
@@ -81,7 +86,7 @@ std::optional<Row> row_of_reduction(const te::Tensor& t) {
   reads.visit(red->source);
   if (!reads.found) return std::nullopt;
   const Expr columns = simplify(red->axes.back().extent);
-  return Row{product(t.shape(), 0, t.shape().size()), columns, row_threads(columns)};
+  return Row{product(t.shape(), 0, t.shape().size()), columns, row_threads(columns), vector_lanes(reads.dtype)};
 }
 
 StageSchedule row_reduction(const te::Tensor& t, const Row& row) {
@@ -92,8 +97,9 @@ StageSchedule row_reduction(const te::Tensor& t, const Row& row) {
     s.transforms.push_back(bind_to(fuse_all(s.transforms, names), ForKind::BlockIdxX));
   }
   s.reduce_threads = row.threads;
-  s.description = "row reduction: a block per row, " + std::to_string(row.threads) +
-                  " threads across the row, block all-reduce (warp shuffles)";
+  s.reduce_vector = row.lanes;
+  s.description = "row reduction: a block per row, " + std::to_string(row.threads) + " threads across the row (" +
+                  std::to_string(row.lanes) + " elements per load where the row allows), block all-reduce (warp shuffles)";
   return s;
 }
 

@@ -76,6 +76,9 @@ struct StageSchedule {
   // block (a multiple of 32), whose partial results a block-wide all-reduce combines
   // (src/lower/CrossThreadReduce.cpp). The output loops must be bound to blocks only.
   int64_t reduce_threads = 0;
+  // > 1 (with reduce_threads): each thread reads this many consecutive elements of the row per
+  // step (a vectorized loop, so 16-byte loads) when the row length is a multiple of it.
+  int64_t reduce_vector = 1;
   std::string description;  // one line, printed above the generated kernel
 };
 

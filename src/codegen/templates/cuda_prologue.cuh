@@ -16,6 +16,21 @@ static inline unsigned kiln_grid_size(int64_t extent, int64_t cap) {
   return static_cast<unsigned>(extent < 1 ? 1 : extent < cap ? extent : cap);
 }
 
+// Grid size for a kernel that handles whole rows, a block per row in turn, re-reading each row:
+// few enough rows in flight that their bytes stay within part of L2, so that the re-reads hit L2
+// and DRAM sees each row once, and at least two blocks per multiprocessor.
+static inline unsigned kiln_row_grid_size(int64_t rows, int64_t row_bytes) {
+  static const int64_t multiprocessors = [] {
+    int device = 0, count = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return static_cast<int64_t>(count > 0 ? count : 132);
+  }();
+  int64_t cap = (int64_t(24) << 20) / (row_bytes > 0 ? row_bytes : 1);
+  cap = cap < 2 * multiprocessors ? 2 * multiprocessors : cap > 8192 ? 8192 : cap;
+  return kiln_grid_size(rows, cap);
+}
+
 // Returns KILN_ERR_LAUNCH with the CUDA error after a launch that failed.
 static inline int32_t kiln_check_launch(const KilnSignature& signature, const char* kernel) {
   const cudaError_t e = cudaGetLastError();
