@@ -119,7 +119,7 @@ def main():
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True}
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
     for (n, k) in SHAPES:
@@ -140,7 +140,7 @@ def main():
                     name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
-                    for variant in (["1", "2", "3"] if m <= 16 else ["3"]):
+                    for variant in (["1", "2", "3", "4"] if m <= 16 else ["4"]):
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                         y.fill_(float("nan"))
                         call()
@@ -150,7 +150,7 @@ def main():
                             variant_ok[variant] = False
                             log(f"- FAIL GEMV variant {variant}: {name} n={n} k={k} m={m}: rel err {ev:.3e}")
                         e = max(e, ev)
-                    os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
+                    os.environ["KILN_QUANT_GEMV_VARIANT"] = "4"
                     good = e < BOUND[dt]
                     ok[(fmt, dt, n, k, m)] = good
                     key = (fmt, str(dt).split(".")[-1])
@@ -172,7 +172,7 @@ def main():
         del w
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
-    default_variant = "1" if variant_ok["1"] else "3"
+    default_variant = "4" if variant_ok["4"] else "1" if variant_ok["1"] else "3"
     os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
     if not all(variant_ok.values()) and variant_ok[default_variant]:
         # a failing variant fails its shapes above; time the rest with a variant that passed
@@ -180,6 +180,19 @@ def main():
             if isinstance(key, tuple) and len(key) == 5 and key[4] <= 16:
                 ok[key] = True
     log(f"- GEMV variant used for the kiln columns (M <= 16): {default_variant}; passed: {[v for v, g in variant_ok.items() if g]}")
+
+    # variant 4 launches as a programmatic dependent launch; check that a graph captures it
+    if default_variant == "4":
+        x = torch.randn(1, 2048, device=dev).to(torch.bfloat16)
+        kw = kq.KernelWeight(quantize(weights(256, 2048, 6), "nvfp4"))
+        y = torch.empty(1, 256, device=dev, dtype=torch.bfloat16)
+        try:
+            time_calls([kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + kw.args() + [y], ws)] * 2, reps=1, trials=1)
+            log("- programmatic dependent launch (variant 4) captured in a CUDA graph: ok")
+        except Exception as ex:  # noqa: BLE001
+            os.environ["KILN_QUANT_PDL"] = "0"
+            log(f"- programmatic dependent launch failed in graph capture ({str(ex).splitlines()[0][:120]}): KILN_QUANT_PDL=0")
+            torch.cuda.synchronize()
 
     # kernel-contract refusals: misaligned pointer, wrong block count, bad k
     x = torch.randn(2, 2048 + 8, device=dev).to(torch.bfloat16)
@@ -225,8 +238,9 @@ def main():
     log("")
     log(f"Read bandwidth ceiling {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s).")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 | nvfp4 GEMV variant 2 / 3 µs |")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 | nvfp4 GEMV variant 1 / 2 / 3 µs |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    read_note = []
     for (n, k) in SHAPES:
         w = weights(n, k, 7 + n)
         wb = w.to(torch.bfloat16)
@@ -248,6 +262,11 @@ def main():
         except Exception as ex:  # noqa: BLE001
             i4, i4_err = None, str(ex).splitlines()[0][:120]
             log(f"- torch int4 unavailable: {i4_err}")
+        nb4 = kws["nvfp4"][0].nbytes() // 4 * 4
+        rd = [torch.empty(nb4, dtype=torch.uint8, device=dev).view(torch.float32).uniform_() for _ in range(copies_for(nb4, l2))]
+        t_rd = time_calls([lambda r=r: r.sum() for r in rd])
+        read_note.append(f"| {n}×{k} | {nb4 / 1e6:.2f} MB | {t_rd:.1f} | {nb4 / t_rd / 1e3:.0f} |")
+        del rd
         for m in MS:
             x = torch.randn(m, k, device=dev).to(torch.bfloat16)
             y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
@@ -273,7 +292,7 @@ def main():
                 row += f" {t:.1f} | {gbs:.0f} |" + (f" {100 * gbs / read_bw:.0f}% |" if fmt == "nvfp4" else "") + f" {t_bf / t:.2f} |"
             if m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant in ["2", "3"]:
+                for variant in ["1", "2", "3"]:
                     if not variant_ok[variant]:
                         tv.append("fail")
                         continue
@@ -289,11 +308,21 @@ def main():
         torch.cuda.empty_cache()
     log("")
 
+    log("Same-size read reference: torch sum over rotated copies of a buffer as large as the nvfp4 weight + scales")
+    log("(one kernel per call in the same graph harness: what a plain read of these bytes costs, launch and ramp included).")
+    log("")
+    log("| N×K | bytes | read µs | GB/s |")
+    log("|---|---|---|---|")
+    for r in read_note:
+        log(r)
+    log("")
+
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 3 (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 1 (×bf16) |")
     log("|---|---|---|---|---|---|---|")
+    chain_notes = []
     for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
         per_layer_bf16 = 3 * h * i * 2
         layers = max(18, -(-4 * l2 // per_layer_bf16))
@@ -323,11 +352,21 @@ def main():
                 calls = [kq.Call(lib, f"w4_mlp_{fmt}_bf16_geglu", [bufs[j]] + qw[fmt][j][0].args() + qw[fmt][j][1].args() + [bufs[j + 1]], ws)
                          for j in range(layers)]
                 t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
+                if fmt == "nvfp4":
+                    chain_out = bufs[layers].double().clone()
                 row += f" {t:.0f} ({t_bf / t:.2f}) |"
-            if m <= 16 and "FAILED" not in row and variant_ok["3"]:
-                os.environ["KILN_QUANT_GEMV_VARIANT"] = "3"
+            if m <= 16 and "FAILED" not in row and variant_ok["1"]:
+                # the chain as the graph left it (default variant, programmatic dependent launches
+                # when 4) against the same chain run eagerly with variant 1: a missing dependency
+                # between layers would show here
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
                 calls = [kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [bufs[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [bufs[j + 1]], ws)
                          for j in range(layers)]
+                for c in calls:
+                    c()
+                torch.cuda.synchronize()
+                e_chain = rel_err(chain_out, bufs[layers].double())
+                chain_notes.append(f"- {label} m={m}: {layers}-layer nvfp4 chain after graph replay (variant {default_variant}) vs eager variant 1: rel. diff {e_chain:.2e}{'' if e_chain < 5e-2 else '  FAIL'}")
                 t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
                 row += f" {t:.0f} ({t_bf / t:.2f}) |"
@@ -336,6 +375,9 @@ def main():
             log(row)
         del bf, qw
         torch.cuda.empty_cache()
+    log("")
+    for c in chain_notes:
+        log(c)
     log("")
     name = props.name.replace(" ", "_")
     out = os.path.join(args.out, f"quant_{name}_{date}.md")

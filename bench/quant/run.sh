@@ -11,7 +11,13 @@ mkdir -p "$BUILD"
 DLPACK_INCLUDE=${DLPACK_INCLUDE:-/usr/include}
 [ -f "$DLPACK_INCLUDE/dlpack/dlpack.h" ] || DLPACK_INCLUDE=.carry/include
 ARCH=${ARCH:-"-gencode=arch=compute_90,code=sm_90"}
-echo "== build ($ARCH)"
-time nvcc -std=c++17 -O3 $ARCH -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xptxas -warn-spills \
-  -Iinclude -I"$DLPACK_INCLUDE" kernels/quant/w4_linear.cu -o "$BUILD/libkiln_quant.so"
-PYTHONUNBUFFERED=1 python3 bench/quant/bench.py --lib "$BUILD/libkiln_quant.so" --command "bench/quant/run.sh" "$@"
+LIB=${LIB:-}  # a libkiln_quant.so built beforehand (same sources) skips the build
+if [ -n "$LIB" ] && python3 -c "import ctypes,sys; ctypes.CDLL(sys.argv[1])" "$LIB"; then
+  echo "== using prebuilt $LIB"
+else
+  echo "== build ($ARCH)"
+  time nvcc -std=c++17 -O3 $ARCH -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xptxas -warn-spills \
+    -Iinclude -I"$DLPACK_INCLUDE" kernels/quant/w4_linear.cu -o "$BUILD/libkiln_quant.so"
+  LIB="$BUILD/libkiln_quant.so"
+fi
+PYTHONUNBUFFERED=1 python3 bench/quant/bench.py --lib "$LIB" --command "bench/quant/run.sh" "$@"

@@ -189,6 +189,27 @@ __device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<
 }
 
 constexpr int kGemvDepth = 4;
+// Variant 4: weight steps in flight per warp (8 KB per warp at NT = 1; 6 steps where the x
+// registers of a second token tile or INT4's zeros would otherwise spill under the 128-register cap).
+template <Format F, int NT>
+__host__ __device__ constexpr int gemv4_depth() {
+  return NT == 1 && F != Format::Int4 ? 8 : 6;
+}
+
+// Programmatic dependent launch (sm_90+; no-ops below): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel before it on the
+// stream still runs. It may read only constants (weights, scales) before grid_dependency_wait(),
+// which returns once that kernel has finished and its writes are visible.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 template <int NT>
 constexpr size_t gemv_ring_bytes(int warps) {
@@ -201,6 +222,12 @@ constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWei
 //  2: as 1, x through a per-warp cp.async ring (kGemvDepth ahead) instead.
 //  3: weights and scale words through a per-warp cp.async ring kWeightDepth steps deep in shared
 //     memory (more bytes in flight per SM than registers allow), x as in 1.
+//  4: as 1 with gemv4_depth() (8) weight steps in flight per warp, one warp per 16-row tile
+//     unless N is small (w4_launch.cuh: ~8 warps per SM, one wave), and launched as a
+//     programmatic dependent launch: the first weight steps are requested before
+//     grid_dependency_wait(), i.e. while the previous kernel on the stream (the previous layer)
+//     drains, hiding launch latency, ramp-up and tail. Contract: weights and scales must not be
+//     written by the kernel directly before on the stream (they are model constants).
 template <Format F, typename T, int NT, int kMaxWarps, int kVariant>
 __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
   constexpr int kDepth = kGemvDepth;
@@ -273,21 +300,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
   }
   cp_async_wait<0>();
   } else {
-  WeightStep<F> ring[kDepth];
+  constexpr int kRing = kVariant == 4 ? gemv4_depth<F, NT>() : kDepth;
+  WeightStep<F> ring[kRing];
 #pragma unroll
-  for (int d = 0; d < kDepth; ++d) {
+  for (int d = 0; d < kRing; ++d) {
     if (d < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
   }
+  if constexpr (kVariant == 4) {
+    grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
+    grid_launch_dependents();  // the next kernel may now start and request its weights
+  }
   ActStep<NT> xa = load_act_step<T, NT>(p, tok_base, g, kbegin);
-  for (int base = 0; base < steps; base += kDepth) {
+  for (int base = 0; base < steps; base += kRing) {
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
+    for (int d = 0; d < kRing; ++d) {
       const int s = base + d;
       if (s < steps) {
         ActStep<NT> xn;
         if (s + 1 < steps) xn = load_act_step<T, NT>(p, tok_base, g, kbegin + 128 * (s + 1));
         mma_step<F, T, NT>(ring[d], xa, acc);
-        if (s + kDepth < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * (s + kDepth));
+        if (s + kRing < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * (s + kRing));
         xa = xn;
       }
     }

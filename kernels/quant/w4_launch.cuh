@@ -46,12 +46,23 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-// GEMV variant (w4_gemv.cuh): 1 by default, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=2 or 3
+constexpr int kDefaultGemvVariant = 4;
+
+// GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..4
 // selects another, so that benchmarks can compare them in one run.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] == '2' || v[0] == '3') ? v[0] - '0' : 1;
+  return v && (v[0] >= '1' && v[0] <= '4') ? v[0] - '0' : kDefaultGemvVariant;
+}
+
+// Variant 4's split of K: the most warps per 16-row tile (a divisor of the 128-k steps) that
+// keeps the grid at <= ~8 warps per SM, so that the whole grid is resident at once (no second
+// wave, no tail) with room beside it for the next kernel's first CTAs.
+inline int gemv4_warps(int n, int k, int nt) {
+  const int ctas = n / 16, steps = k / 128;
+  const int max_warps = nt == 1 ? 16 : 8;  // the kernel's kMaxWarps
+  return largest_divisor_at_most(steps, std::min(max_warps, std::max(1, 132 * 8 / ctas)));
 }
 
 template <Format F, typename T, int NT, int V>
@@ -63,10 +74,30 @@ cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t s
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem(kMax)));
     if (attr != cudaSuccess) return attr;
   }
-  for (int tok = 0; tok < p.m; tok += 8 * NT) {
-    w4_gemv_kernel<F, T, NT, kMax, V><<<p.n / 16, warps * 32, smem(warps), stream>>>(p, tok, warps);
+  if constexpr (V == 4) {
+    warps = gemv4_warps(p.n, p.k, NT);
+    // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
+    const char* pdl = std::getenv("KILN_QUANT_PDL");
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = pdl && pdl[0] == '0' ? 0 : 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(p.n / 16);
+    cfg.blockDim = dim3(warps * 32);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    for (int tok = 0; tok < p.m; tok += 8 * NT) {
+      if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv_kernel<F, T, NT, kMax, V>, p, tok, warps)) return e;
+    }
+    return cudaGetLastError();
+  } else {
+    for (int tok = 0; tok < p.m; tok += 8 * NT) {
+      w4_gemv_kernel<F, T, NT, kMax, V><<<p.n / 16, warps * 32, smem(warps), stream>>>(p, tok, warps);
+    }
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
 }
 
 template <Format F, typename T, int NT>
@@ -74,6 +105,7 @@ cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
   switch (gemv_variant()) {
     case 2: return launch_gemv_variant<F, T, NT, 2>(p, warps, stream);
     case 3: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
+    case 4: return launch_gemv_variant<F, T, NT, 4>(p, warps, stream);
     default: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
   }
 }
