@@ -19,8 +19,10 @@ std::string generate_module(const std::vector<LoweredFunc>& funcs, Target target
   return CppPrinter().module(funcs, options);
 }
 
-std::string generate_last_error_module(Target target) {
-  return generate_module({}, target, ModuleOptions{true, "kiln_last_error() of this library"});
+std::string generate_last_error_module(Target target) { return generate_library_module(target, {}); }
+
+std::string generate_library_module(Target target, const std::vector<std::string>& functions) {
+  return generate_module({}, target, ModuleOptions{true, functions, "the library's entry points"});
 }
 
 const std::string& embedded_template(const std::string& name) { return embedded_file(name); }

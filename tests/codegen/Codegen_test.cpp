@@ -138,6 +138,13 @@ TEST(Codegen, CppThroughContractMatchesInterpreter) {
       ASSERT_LE(std::fabs(a - e), 1e-5 + 1e-5 * std::fabs(e)) << "element " << i << ": generated " << a << ", interpreter " << e;
     }
   }
+  // The library's table lists every function.
+  auto table = reinterpret_cast<KilnLibraryFunctionsFn>(dlsym(handle, "kiln_library_functions"));
+  ASSERT_NE(table, nullptr);
+  const KilnFunction* listed = nullptr;
+  ASSERT_EQ(table(&listed), static_cast<int32_t>(funcs.size()));
+  EXPECT_STREQ(listed[2].name, "softmax");
+  EXPECT_STREQ(listed[2].signature()->name, "softmax");
   // A wrong shape is refused through the contract, with a message naming the argument.
   HostTensor x = random_tensor(DType::Float32, {5, 63}, 1), b = random_tensor(DType::Float32, {64}, 2);
   HostTensor y(DType::Float32, {5, 64});

@@ -75,7 +75,9 @@ int run_compile(const CompileOptions& options) {
     std::cout.flush();
   }
   const fs::path module = dir / ("kiln_module" + ext);
-  write_file(module, codegen::generate_last_error_module(target));
+  std::vector<std::string> names;
+  for (const codegen::GraphFunction& f : functions) names.push_back(codegen::c_identifier(f.func.name));
+  write_file(module, codegen::generate_library_module(target, names));
   sources.push_back(module.filename().string());
 
   std::string list;

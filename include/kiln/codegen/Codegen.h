@@ -6,7 +6,8 @@
 // Every generated function is exported through the kernel contract (runtime/kiln_abi.h):
 //   int32_t kiln_<name>(const DLTensor* args, int32_t num_args, void* workspace, void* stream);
 //   const KilnSignature* kiln_signature_<name>(void);
-// and every generated module exports `const char* kiln_last_error(void)` once.
+// and every generated library exports, once, `kiln_library_functions` (its table of functions)
+// and `const char* kiln_last_error(void)`.
 // Generated sources include "kiln/runtime/validate.h" and "kiln/codegen/runtime/kiln_cpu.h" or
 // "kiln_cuda.cuh"; support_files() gives their text, to be written next to the sources.
 #include <string>
@@ -21,8 +22,11 @@ enum class Target : uint8_t { Cpu, Cuda };
 const char* target_name(Target target);
 
 struct ModuleOptions {
-  // Also define kiln_last_error() in this translation unit (exactly one TU of a library does).
+  // Also define the library entry points kiln_library_functions() and kiln_last_error() in this
+  // translation unit (exactly one TU of a library does). The table lists this TU's functions and
+  // `other_functions` (C identifiers of functions defined in the library's other TUs).
   bool define_last_error = true;
+  std::vector<std::string> other_functions;
   // A line printed at the top (what generated it: command, model).
   std::string banner;
 };
@@ -32,7 +36,10 @@ struct ModuleOptions {
 std::string generate_module(const std::vector<LoweredFunc>& funcs, Target target,
                             const ModuleOptions& options = ModuleOptions());
 
-// A TU that defines only kiln_last_error(), for libraries built from one TU per function.
+// A TU that defines only the library entry points (kiln_library_functions over `functions`,
+// defined in other TUs, and kiln_last_error), for libraries built from one TU per function.
+std::string generate_library_module(Target target, const std::vector<std::string>& functions);
+// The same with an empty function table (kept for callers written before the table existed).
 std::string generate_last_error_module(Target target);
 
 // The machine-readable signature of `func` (schema: docs/ARCHITECTURE.md).
