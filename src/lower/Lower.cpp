@@ -6,7 +6,8 @@
 //      reductions over the threads of a block where the schedule says so;
 //   5. replace tensor reads by loads from buffers;
 //   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
-//   7. fuse adjacent per-row stages into one loop over rows where the schedule says so;
+//   7. fuse adjacent per-row stages into one loop over rows where the schedule says so, and turn
+//      divisions by loop invariants into multiplications where it says so;
 //   8. allocate intermediate buffers, simplify.
 // With KILN_LOG_IR set, the IR after each step is printed to stderr.
 #include "kiln/lower/Lower.h"
@@ -19,6 +20,7 @@
 #include "ApplySchedule.h"
 #include "CrossThreadReduce.h"
 #include "FuseRowStages.h"
+#include "ReciprocalDivisors.h"
 #include "VectorizeLoops.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
@@ -212,6 +214,10 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   if (schedule.fuse_row_stages) {
     body = fuse_row_stages(body, func.stage_notes);
     log_ir("fuse row stages", body);
+  }
+  if (schedule.reciprocal_divisors) {
+    body = reciprocal_divisors(body);
+    log_ir("reciprocal divisors", body);
   }
 
   // 8. Temporaries allocated around the whole body; simplify.

@@ -191,6 +191,7 @@ StageSchedule per_row_scalar(const te::Tensor& t) {
 Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs) {
   Schedule schedule;
   schedule.fuse_row_stages = true;
+  schedule.reciprocal_divisors = true;
   std::unordered_set<const te::TensorNode*> is_input;
   for (const te::Tensor& t : inputs) is_input.insert(t.node().get());
   std::vector<te::Tensor> stages;

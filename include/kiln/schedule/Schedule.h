@@ -94,6 +94,10 @@ class Schedule {
   // Adjacent stages whose outer loop is the same block-bound loop over rows (a softmax's max,
   // sum and normalize) run as one kernel, a block per row (src/lower/FuseRowStages.cpp).
   bool fuse_row_stages = false;
+  // Float divisions by loop-invariant divisors become multiplications by a reciprocal computed
+  // once before the loop (src/lower/ReciprocalDivisors.cpp); an ulp of rounding for a division
+  // per element. The CPU reference keeps exact division.
+  bool reciprocal_divisors = false;
 
  private:
   std::map<std::string, StageSchedule> stages_;
