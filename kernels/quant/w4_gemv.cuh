@@ -188,6 +188,36 @@ __device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<
   }
 }
 
+// Variant 5's mma step: word i of the step accumulates into chain i % C, so that the 8 (NT = 1)
+// mmas of a step form C independent dependency chains instead of one.
+template <Format F, typename T, int NT, int C>
+__device__ __forceinline__ void mma_step_chains(const WeightStep<F>& ws, const ActStep<NT>& as, float (&acc)[C][NT][4]) {
+  constexpr bool BF16 = IsBf16<T>::value;
+  Scale<F, BF16> sc[2];
+  sc[0].expand(ws.s[0], ws.z[0]);
+  sc[1].expand(ws.s[1], ws.z[1]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t d0[4], d1[4];
+    decode_word<F, BF16>(word_of(ws.w[0], i), d0);
+    decode_word<F, BF16>(word_of(ws.w[1], i), d1);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      d0[q] = sc[0].apply(d0[q], i);
+      d1[q] = sc[1].apply(d1[q], i);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t a[4] = {d0[2 * h], d1[2 * h], d0[2 * h + 1], d1[2 * h + 1]};
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const uint4& xv = as.x[j][i];
+        mma16816<BF16>(acc[i % C][j], a, h == 0 ? xv.x : xv.z, h == 0 ? xv.y : xv.w);
+      }
+    }
+  }
+}
+
 constexpr int kGemvDepth = 4;
 // Variant 4: weight steps in flight per warp (8 KB per warp at NT = 1; 6 steps where the x
 // registers of a second token tile or INT4's zeros would otherwise spill under the 128-register cap).
@@ -228,6 +258,9 @@ constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWei
 //     grid_dependency_wait(), i.e. while the previous kernel on the stream (the previous layer)
 //     drains, hiding launch latency, ramp-up and tail. Contract: weights and scales must not be
 //     written by the kernel directly before on the stream (they are model constants).
+//  5: as 4 (programmatic dependent launch; 6 steps deep), with variant 1's K split (~16 warps per
+//     SM, half the steps per warp of 4 for large N) and the accumulators of a step split into
+//     independent mma chains (mma_step_chains: 4 at NT = 1, 2 at NT = 2).
 template <Format F, typename T, int NT, int kMaxWarps, int kVariant>
 __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
   constexpr int kDepth = kGemvDepth;
@@ -300,13 +333,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
   }
   cp_async_wait<0>();
   } else {
-  constexpr int kRing = kVariant == 4 ? gemv4_depth<F, NT>() : kDepth;
+  constexpr int kRing = kVariant == 5 ? 6 : kVariant == 4 ? gemv4_depth<F, NT>() : kDepth;  // 5: 6 fits 128 registers beside its 4 chains
+  constexpr int kChains = kVariant == 5 ? (NT == 1 ? 4 : 2) : 1;
+  float chain[kChains][NT][4];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) chain[c][j][0] = chain[c][j][1] = chain[c][j][2] = chain[c][j][3] = 0.0f;
   WeightStep<F> ring[kRing];
 #pragma unroll
   for (int d = 0; d < kRing; ++d) {
     if (d < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
   }
-  if constexpr (kVariant == 4) {
+  if constexpr (kVariant >= 4) {
     grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
     grid_launch_dependents();  // the next kernel may now start and request its weights
   }
@@ -318,11 +357,23 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
       if (s < steps) {
         ActStep<NT> xn;
         if (s + 1 < steps) xn = load_act_step<T, NT>(p, tok_base, g, kbegin + 128 * (s + 1));
-        mma_step<F, T, NT>(ring[d], xa, acc);
+        if constexpr (kVariant == 5) {
+          mma_step_chains<F, T, NT, kChains>(ring[d], xa, chain);
+        } else {
+          mma_step<F, T, NT>(ring[d], xa, acc);
+        }
         if (s + kRing < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * (s + kRing));
         xa = xn;
       }
     }
+  }
+  if constexpr (kVariant == 5) {
+#pragma unroll
+    for (int c = 0; c < kChains; ++c)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] += chain[c][j][e];
   }
   }
 

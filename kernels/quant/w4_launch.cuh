@@ -46,14 +46,14 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-constexpr int kDefaultGemvVariant = 4;
+constexpr int kDefaultGemvVariant = 5;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
 // against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..4
 // selects another, so that benchmarks can compare them in one run.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] >= '1' && v[0] <= '4') ? v[0] - '0' : kDefaultGemvVariant;
+  return v && (v[0] >= '1' && v[0] <= '5') ? v[0] - '0' : kDefaultGemvVariant;
 }
 
 // Variant 4's split of K: the most warps per 16-row tile (a divisor of the 128-k steps) that
@@ -74,8 +74,8 @@ cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t s
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem(kMax)));
     if (attr != cudaSuccess) return attr;
   }
-  if constexpr (V == 4) {
-    warps = gemv4_warps(p.n, p.k, NT);
+  if constexpr (V >= 4) {
+    if (V == 4) warps = gemv4_warps(p.n, p.k, NT);  // 5 keeps the plan's (variant 1's) split
     // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
     const char* pdl = std::getenv("KILN_QUANT_PDL");
     cudaLaunchAttribute attr[1];
@@ -106,6 +106,7 @@ cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
     case 2: return launch_gemv_variant<F, T, NT, 2>(p, warps, stream);
     case 3: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
     case 4: return launch_gemv_variant<F, T, NT, 4>(p, warps, stream);
+    case 5: return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
     default: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
   }
 }
