@@ -144,6 +144,20 @@ def case_reduce_axis0(dtype, work):
                 torch=lambda a: a.sum(dim=0), bytes=rows * cols + cols)
 
 
+def case_matmul(dtype, work):
+    n = 4096
+    t = onnx_type(dtype)
+    a, b = helper.make_tensor_value_info("a", t, [n, n]), helper.make_tensor_value_info("b", t, [n, n])
+    out = helper.make_tensor_value_info("out", t, [n, n])
+    path = os.path.join(work, "matmul_%s.onnx" % str(dtype)[6:])
+    save_model(path, [helper.make_node("MatMul", ["a", "b"], ["out"], name="matmul")], [a, b], [out])
+    # Peer: torch.matmul (cuBLAS). For float32 torch's default keeps full-precision FP32 (no TF32),
+    # the same arithmetic as kiln's tiles; for bf16 cuBLAS uses tensor cores and kiln does not yet.
+    return dict(name="matmul %dx%dx%d" % (n, n, n), model=path,
+                inputs=lambda: [torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)],
+                out_shape=(n, n), torch=torch.matmul, bytes=3 * n * n, flops=2 * n ** 3)
+
+
 # ---- measuring -------------------------------------------------------------------------------
 
 def time_us(fn, repeats=20, warmup=3):
@@ -187,13 +201,14 @@ def main():
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--work", default="/tmp/kiln-bench")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--tag", default="", help="suffix of the result file: core_<device>_<date>_<tag>.md")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     cases = []
     for dtype in (torch.float32, torch.bfloat16):
         cases += [(dtype, case_chain(dtype, args.work)), (dtype, case_softmax(dtype, args.work, 4096)),
                   (dtype, case_softmax(dtype, args.work, 32000)), (dtype, case_layernorm(dtype, args.work)),
-                  (dtype, case_reduce_axis0(dtype, args.work))]
+                  (dtype, case_reduce_axis0(dtype, args.work)), (dtype, case_matmul(dtype, args.work))]
     procs = []
     for dtype, c in cases:
         c["dir"] = c["model"][:-5]
@@ -214,7 +229,7 @@ def main():
         esize = 4 if dtype == torch.float32 else 2
         name, dname = c["name"], str(dtype)[6:]
         if not c["built"]:
-            rows.append((name, dname, "compile failed", None, None, None))
+            rows.append((name, dname, "compile failed", None, None, None, None))
             continue
         torch.manual_seed(len(rows) + 1)
         inputs = c["inputs"]()
@@ -225,12 +240,12 @@ def main():
             fn.prepare(inputs + [out])
             status = check(c, dtype, fn, inputs, out)
         except Exception as e:  # noqa: BLE001 - reported in the table
-            rows.append((name, dname, "error: %s" % str(e)[:200], None, None, None))
+            rows.append((name, dname, "error: %s" % str(e)[:200], None, None, None, None))
             continue
         bytes_moved = c["bytes"] * esize
         kiln_us = time_us(fn)
         torch_us = time_us(lambda: c["torch"](*inputs))
-        rows.append((name, dname, status, kiln_us, bytes_moved, torch_us))
+        rows.append((name, dname, status, kiln_us, bytes_moved, torch_us, c.get("flops")))
 
     commit = os.environ.get("KILN_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
                                                              capture_output=True, text=True).stdout.strip()
@@ -243,17 +258,30 @@ def main():
              " outputs poisoned with NaN and checked against torch (float64 reference) before timing" % (args.arch, torch.__version__),
              "", "| kernel | dtype | check | kiln us | kiln GB/s | % of copy | torch us | speed-up vs torch |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for name, dname, status, kus, nbytes, tus in rows:
+    for name, dname, status, kus, nbytes, tus, flops in rows:
+        if flops:
+            continue
         if kus is None:
             lines.append("| %s | %s | %s | | | | | |" % (name, dname, status))
             continue
         gbs = nbytes / (kus * 1e-6) / 1e9
         lines.append("| %s | %s | %s | %.1f | %.0f | %.0f%% | %.1f | %.2fx |" % (name, dname, status, kus, gbs,
                                                                               100 * gbs / bandwidth, tus, tus / kus))
+    lines += ["", "Contractions (compute-bound: FLOP/s, not bandwidth; peer torch.matmul = cuBLAS):", "",
+              "| kernel | dtype | check | kiln us | kiln TFLOP/s | torch us | torch TFLOP/s | kiln / torch |",
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, dname, status, kus, nbytes, tus, flops in rows:
+        if not flops:
+            continue
+        if kus is None:
+            lines.append("| %s | %s | %s | | | | | |" % (name, dname, status))
+            continue
+        lines.append("| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f |" % (
+            name, dname, status, kus, flops / kus * 1e-6, tus, flops / tus * 1e-6, tus / kus))
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "core_%s_%s.md" % (device.replace(" ", "_"), date))
+    path = os.path.join(args.out, "core_%s_%s%s.md" % (device.replace(" ", "_"), date, "_" + args.tag if args.tag else ""))
     with open(path, "w") as f:
         f.write(text)
     print("wrote", path)

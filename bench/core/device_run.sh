@@ -13,10 +13,11 @@ export PATH="/usr/local/cuda/bin:$PATH"
 export PYTHONUNBUFFERED=1
 kiln="$PWD/.carry-cg/kiln"
 date=$(date -u +%Y-%m-%d)
+tag="${RUN_TAG:+_$RUN_TAG}"  # RUN_TAG=3: cuda_conformance_<date>_3.txt, core_<device>_<date>_3.md
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nvcc --version | tail -1
 
-conformance="$OUT/cuda_conformance_${date}.txt"
+conformance="$OUT/cuda_conformance_${date}${tag}.txt"
 {
   echo "# kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader), $date, commit ${KILN_COMMIT:-unknown}"
   echo "# command: kiln test-onnx .carry-cg/node --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --skip-list tests/conformance/known_bad_reference.txt -v"
@@ -27,4 +28,4 @@ conformance="$OUT/cuda_conformance_${date}.txt"
 } > "$conformance"
 grep -v '^PASS' "$conformance" | tail -n 60
 
-python3 bench/core/bench.py --kiln "$kiln" --out "$OUT" 2>&1 | tee "$OUT/bench_log.txt" | tail -n 40
+python3 bench/core/bench.py --kiln "$kiln" --out "$OUT" ${RUN_TAG:+--tag "$RUN_TAG"} 2>&1 | tee "$OUT/bench_log.txt" | tail -n 40

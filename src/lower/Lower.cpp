@@ -3,7 +3,8 @@
 //   2. choose which injective tensors to inline into their consumers (fusion of elementwise chains);
 //   3. build one loop nest per remaining stage (reductions get an accumulator);
 //   4. apply each stage's schedule (split, fuse, reorder, bind, vectorize, unroll), then spread
-//      reductions over the threads of a block where the schedule says so;
+//      reductions over the threads of a block where the schedule says so; contractions (MatMul,
+//      Gemm, Conv) with a contraction tile are built tiled through shared memory instead;
 //   5. replace tensor reads by loads from buffers;
 //   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
 //   7. fuse adjacent per-row stages into one loop over rows where the schedule says so, and turn
@@ -21,6 +22,7 @@
 #include "CrossThreadReduce.h"
 #include "FuseRowStages.h"
 #include "ReciprocalDivisors.h"
+#include "TileContraction.h"
 #include "VectorizeLoops.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
@@ -173,14 +175,23 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     const te::Tensor t = te::inline_tensors(original, inlined);
     Buffer out = Buffer::make(t.name(), t.dtype(), t.shape());
     buffers[original.node().get()] = out;
-    Stmt stage = build_stage(t, out);
     const StageSchedule* stage_schedule = schedule.find(t.name());
-    if (stage_schedule) stage = apply_schedule(stage, t, *stage_schedule);
-    if (stage_schedule && stage_schedule->reduce_threads > 0) {
+    std::optional<te::Contraction> contraction;
+    if (stage_schedule && stage_schedule->contraction_tile) contraction = te::as_contraction(t);
+    Stmt stage;
+    if (contraction) {
+      stage = tile_contraction(t, *contraction, out, *stage_schedule->contraction_tile);
+    } else {
+      stage = build_stage(t, out);
+      if (stage_schedule) stage = apply_schedule(stage, t, *stage_schedule);
+    }
+    if (!contraction && stage_schedule && stage_schedule->reduce_threads > 0) {
       stage = cross_thread_reduce(stage, stage_schedule->reduce_threads, stage_schedule->reduce_vector);
     }
     func.stage_notes.push_back(t.name() + " = " + (t->origin.empty() ? std::string("(no source node)") : t->origin) +
-                               "; schedule: " + (stage_schedule ? stage_schedule->description : std::string("serial loops")));
+                               "; schedule: " +
+                               (contraction ? stage_schedule->contraction_description
+                                : stage_schedule ? stage_schedule->description : std::string("serial loops")));
     if (!t->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + t->origin;
     stages.push_back(stage);
     if (is_output.count(original.node().get())) {

@@ -6,6 +6,7 @@
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/ir/Simplify.h"
+#include "kiln/te/Contraction.h"
 
 namespace kiln {
 namespace {
@@ -120,6 +121,26 @@ StageSchedule column_reduction(const te::Tensor& t) {
   return s;
 }
 
+// Big tiles (8 x 8 outputs per thread, 128 x 128 per block) where both sides fill them; small
+// ones (2 x 2, 32 x 32) for small products and convolutions over few channels.
+ContractionTile contraction_tile(const te::Tensor& t, const te::Contraction& c) {
+  auto side = [&](const std::vector<int>& axes) {
+    Expr e = Expr(1);
+    for (int d : axes) e = e * t.shape(d);
+    return as_const_int(simplify(e));
+  };
+  const auto m = side(c.m_axes), n = side(c.n_axes);
+  const bool big = (!m || *m >= 128) && (!n || *n >= 128);
+  return big ? ContractionTile{128, 128, 8, 8, 8} : ContractionTile{32, 32, 16, 2, 2};
+}
+
+std::string describe(const ContractionTile& tile) {
+  auto s = [](int64_t v) { return std::to_string(v); };
+  return "contraction tiled through shared memory: a block per " + s(tile.m) + " x " + s(tile.n) + " output tile (" +
+         s(tile.threads()) + " threads, " + s(tile.thread_m) + " x " + s(tile.thread_n) +
+         " accumulators each in registers), steps of " + s(tile.k) + " along the reduction";
+}
+
 StageSchedule flat_injective(const te::Tensor& t) {
   StageSchedule s;
   const int n = t.ndim();
@@ -213,6 +234,10 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
     if (t->pattern == te::Pattern::Reduction) {
       auto row = row_of_reduction(t);
       s = row ? row_reduction(t, *row) : column_reduction(t);
+      if (auto c = te::as_contraction(t)) {
+        s.contraction_tile = contraction_tile(t, *c);
+        s.contraction_description = describe(*s.contraction_tile);
+      }
     } else if (t.ndim() >= 2) {
       const Expr r = product(t.shape(), 0, t.shape().size() - 1), c = simplify(t.shape().back());
       const Row* row = matching_row(r, c);

@@ -69,6 +69,22 @@ Functions column_sum() {
   return {{x}, {y}};
 }
 
+// C[i, j] = sum_k A[i, k] * B[k, j] over [m, 64] x [64, 48], accumulated in float32; bfloat16
+// stores through a second (epilogue) stage.
+Functions matmul(DType dtype) {
+  Expr m = var("m");
+  te::Tensor a = te::placeholder("a", dtype, {m, 64}), b = te::placeholder("b", dtype, {64, 48});
+  IterVar k = te::reduce_axis(64, "k");
+  const Type acc(DType::Float32);
+  te::Tensor c = te::compute(dtype == DType::Float32 ? "c" : "c_acc", {m, 48}, [&](const std::vector<Expr>& i) {
+    return te::sum(cast(acc, a({i[0], k.var})) * cast(acc, b({k.var, i[1]})), {k});
+  }, "node 'mm' (MatMul)");
+  if (dtype == DType::Float32) return {{a, b}, {c}};
+  te::Tensor y = te::compute("c", {m, 48}, [&](const std::vector<Expr>& i) { return cast(Type(dtype), c(i)); },
+                             "node 'mm' (MatMul)");
+  return {{a, b}, {y}};
+}
+
 LoweredFunc lower_functions(const std::string& name, const Functions& f, bool gpu) {
   return lower(name, f.inputs, f.outputs, gpu ? default_gpu_schedule(f.inputs, f.outputs) : Schedule());
 }
@@ -169,6 +185,14 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes
+  // MatMul: tiles through shared memory with barriers, register accumulators, not a thread per output.
+  const LoweredFunc mm = lower_functions("matmul", matmul(DType::Float32), true);
+  const std::string mm_cuda = codegen::generate_module({mm}, codegen::Target::Cuda);
+  EXPECT_NE(mm.stage_notes.at(0).find("contraction tiled through shared memory"), std::string::npos) << mm_cuda;
+  EXPECT_NE(mm_cuda.find("__shared__ float c_a_tile[512]"), std::string::npos) << mm_cuda;  // 16 x 32
+  EXPECT_NE(mm_cuda.find("__shared__ float c_b_tile[512]"), std::string::npos) << mm_cuda;
+  EXPECT_NE(mm_cuda.find("__syncthreads();"), std::string::npos) << mm_cuda;
+  EXPECT_NE(mm_cuda.find("float c_acc[4]"), std::string::npos) << mm_cuda;  // 2 x 2 per thread
 }
 
 TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
@@ -177,7 +201,9 @@ TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
   std::vector<LoweredFunc> funcs = {lower_functions("chain_f32", elementwise_chain(DType::Float32), true),
                                     lower_functions("chain_bf16", elementwise_chain(DType::BFloat16), true),
                                     lower_functions("softmax", row_softmax(), true),
-                                    lower_functions("colsum", column_sum(), true)};
+                                    lower_functions("colsum", column_sum(), true),
+                                    lower_functions("matmul_f32", matmul(DType::Float32), true),
+                                    lower_functions("matmul_bf16", matmul(DType::BFloat16), true)};
   const fs::path dir = fresh_dir("cuda");
   const fs::path source = dir / "module.cu";
   std::ofstream(source) << codegen::generate_module(funcs, codegen::Target::Cuda);

@@ -6,6 +6,8 @@
 //  - reductions whose innermost reduction axis is the contiguous one (softmax, layernorm, reduce
 //    over the last axis): a block per output row, the row spread over the block's threads and
 //    combined with warp shuffles (reduce_threads);
+//  - contractions (MatMul, Gemm, Conv, ConvTranspose; te/Contraction.h): tiled through shared
+//    memory, a block per output tile, a register tile of outputs per thread (ContractionTile);
 //  - other reductions: a thread per output element, threads along the contiguous output axis, so
 //    that a warp reads consecutive addresses at each step of the reduction;
 //  - injective stages over the same rows as a row reduction (softmax's normalize): a block per

@@ -4,6 +4,7 @@
 // The default schedules per op family live in schedule/Defaults.h; tuning records are this same
 // data serialized to JSON (tune/).
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,8 +71,23 @@ struct LoopTransform {
   }
 };
 
+// A contraction stage (te/Contraction.h) computed as tiles of its matrix product: a block per
+// `m` x `n` output tile, a step of `k` along the reduction at a time through shared memory
+// (cooperative loads, barriers), each thread accumulating `thread_m` x `thread_n` outputs in
+// registers (src/lower/TileContraction.cpp). (m / thread_m) * (n / thread_n) threads per block;
+// m * k and n * k are multiples of that.
+struct ContractionTile {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t thread_m = 0, thread_n = 0;
+  int64_t threads() const { return (m / thread_m) * (n / thread_n); }
+};
+
 struct StageSchedule {
   std::vector<LoopTransform> transforms;
+  // Set: the stage is built as a tiled contraction when it is one after inlining (the
+  // transforms are the schedule otherwise).
+  std::optional<ContractionTile> contraction_tile;
+  std::string contraction_description;
   // > 0 (reductions only): the innermost reduction loop is spread over this many threads of a
   // block (a multiple of 32), whose partial results a block-wide all-reduce combines
   // (src/lower/CrossThreadReduce.cpp). The output loops must be bound to blocks only.
