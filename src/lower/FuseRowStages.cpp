@@ -48,6 +48,25 @@ bool reads_own_rows(const Stmt& body, const Expr& row, const Expr& rows, const s
   return true;
 }
 
+// The extent of the first thread-bound loop in `body` (undefined when there is none).
+class FirstThreadLoop : public IRVisitor {
+ public:
+  Expr extent;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const For* op) override {
+    if (!extent.defined() && is_gpu_thread(op->for_kind)) extent = op->extent;
+    IRVisitor::visit(op);
+  }
+};
+
+Expr thread_extent(const Stmt& body) {
+  FirstThreadLoop f;
+  f.visit(body);
+  return f.extent;
+}
+
 }  // namespace
 
 Stmt fuse_row_stages(const Stmt& body, std::vector<std::string>& notes) {
@@ -80,6 +99,10 @@ Stmt fuse_row_stages(const Stmt& body, std::vector<std::string>& notes) {
     for (; next < seq->stmts.size(); ++next) {
       const For* f = row_loop(seq->stmts[next]);
       if (!f || !structurally_equal(simplify(f->extent), simplify(first->extent))) break;
+      // Block all-reduces need every thread of the block: a stage over more threads than the
+      // first (a one-row reduction beside a grid-stride elementwise stage of one block) stays apart.
+      const Expr te0 = thread_extent(first->body), te1 = thread_extent(f->body);
+      if (te0.defined() != te1.defined() || (te0.defined() && !structurally_equal(te0, te1))) break;
       Stmt b = substitute(f->body, {{f->var, row}});
       if (!reads_own_rows(b, row, first->extent, written)) break;
       BufferAccess a;
