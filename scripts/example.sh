@@ -20,7 +20,11 @@ echo "== kiln inspect $model"
 echo "== kiln quantize $model --format nvfp4 -o out/gemma_mlp.nvfp4.onnx"
 "$kiln" quantize "$model" --format nvfp4 -o out/gemma_mlp.nvfp4.onnx
 
-if "$kiln" compile --help >/dev/null 2>&1; then
-  echo "== kiln compile $model -o out/gemma_mlp"
-  "$kiln" compile "$model" -o out/gemma_mlp
-fi
+echo "== kiln compile $model -o out/gemma_mlp_cpu --target cpu   (C++ reference kernels, built with the host compiler)"
+rm -rf out/gemma_mlp_cpu
+"$kiln" compile "$model" -o out/gemma_mlp_cpu --target cpu
+
+echo "== kiln compile $model -o out/gemma_mlp_cuda --target sm_90,sm_110   (CUDA kernels, built with nvcc)"
+rm -rf out/gemma_mlp_cuda
+"$kiln" compile "$model" -o out/gemma_mlp_cuda --target sm_90,sm_110
+ls out/gemma_mlp_cuda
