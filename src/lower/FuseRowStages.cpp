@@ -102,7 +102,8 @@ Stmt fuse_row_stages(const Stmt& body, std::vector<std::string>& notes) {
       // Block all-reduces need every thread of the block: a stage over more threads than the
       // first (a one-row reduction beside a grid-stride elementwise stage of one block) stays apart.
       const Expr te0 = thread_extent(first->body), te1 = thread_extent(f->body);
-      if (te0.defined() != te1.defined() || (te0.defined() && !structurally_equal(te0, te1))) break;
+      // A stage without a thread loop (one value per row, computed by every thread) fuses with any.
+      if (te0.defined() && te1.defined() && !structurally_equal(te0, te1)) break;
       Stmt b = substitute(f->body, {{f->var, row}});
       if (!reads_own_rows(b, row, first->extent, written)) break;
       BufferAccess a;
