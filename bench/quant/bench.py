@@ -23,6 +23,9 @@ lines = []
 def log(s=""):
     print(s, flush=True)
     lines.append(s)
+    if os.environ.get("OUT"):  # partial results survive a run cut off at its time limit
+        with open(os.path.join(os.environ["OUT"], "partial.md"), "a") as f:
+            f.write(s + "\n")
 
 
 def rel_err(out, ref):
@@ -119,7 +122,8 @@ def main():
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True}
+    gemm_ok = {"1": True, "2": True}
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
     for (n, k) in SHAPES:
@@ -140,17 +144,27 @@ def main():
                     name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
-                    for variant in (["1", "2", "3", "4", "5"] if m <= 16 else ["5"]):
-                        os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                    # M <= 16: every GEMV variant; M > 16: both GEMM variants (fresh x for each)
+                    for variant in (["1", "2", "3", "4", "5", "6"] if m <= 16 else ["g1", "g2"]):
+                        if m <= 16:
+                            os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                        else:
+                            os.environ["KILN_QUANT_GEMM_VARIANT"] = variant[1]
+                        x.copy_(torch.randn(m, k, device=dev).to(dt))
+                        ref = x.double() @ (wd16 if (fmt == "int4" and dt == torch.float16) else wd).T
                         y.fill_(float("nan"))
                         call()
                         torch.cuda.synchronize()
                         ev = rel_err(y, ref)
                         if not ev < BOUND[dt]:
-                            variant_ok[variant] = False
-                            log(f"- FAIL GEMV variant {variant}: {name} n={n} k={k} m={m}: rel err {ev:.3e}")
+                            if m <= 16:
+                                variant_ok[variant] = False
+                            else:
+                                gemm_ok[variant[1]] = False
+                            log(f"- FAIL {'GEMV' if m <= 16 else 'GEMM'} variant {variant}: {name} n={n} k={k} m={m}: rel err {ev:.3e}")
                         e = max(e, ev)
-                    os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
+                    os.environ["KILN_QUANT_GEMV_VARIANT"] = "6"
+                    os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
                     good = e < BOUND[dt]
                     ok[(fmt, dt, n, k, m)] = good
                     key = (fmt, str(dt).split(".")[-1])
@@ -172,7 +186,7 @@ def main():
         del w
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
-    default_variant = next(v for v in ["5", "4", "1", "3", "2"] if variant_ok[v])
+    default_variant = next(v for v in ["6", "5", "4", "1", "3", "2"] if variant_ok[v])
     os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
     if not all(variant_ok.values()) and variant_ok[default_variant]:
         # a failing variant fails its shapes above; time the rest with a variant that passed
@@ -180,9 +194,10 @@ def main():
             if isinstance(key, tuple) and len(key) == 5 and key[4] <= 16:
                 ok[key] = True
     log(f"- GEMV variant used for the kiln columns (M <= 16): {default_variant}; passed: {[v for v, g in variant_ok.items() if g]}")
+    log(f"- GEMM variants (M > 16) passed: {[v for v, g in gemm_ok.items() if g]}; kiln columns use GEMM variant 2")
 
     # variant 4 launches as a programmatic dependent launch; check that a graph captures it
-    if default_variant in ("4", "5"):
+    if default_variant in ("4", "5", "6"):
         x = torch.randn(1, 2048, device=dev).to(torch.bfloat16)
         kw = kq.KernelWeight(quantize(weights(256, 2048, 6), "nvfp4"))
         y = torch.empty(1, 256, device=dev, dtype=torch.bfloat16)
@@ -238,7 +253,7 @@ def main():
     log("")
     log(f"Read bandwidth ceiling {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s).")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 | nvfp4 GEMV variant 1 / 2 / 3 / 4 µs |")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 | nvfp4 GEMV variant 1 / 5 µs (M ≤ 16), GEMM variant 1 µs (M = 51) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     read_note = []
     for (n, k) in SHAPES:
@@ -290,9 +305,14 @@ def main():
                 t = time_calls(calls)
                 gbs = kws[fmt][0].nbytes() / t / 1e3
                 row += f" {t:.1f} | {gbs:.0f} |" + (f" {100 * gbs / read_bw:.0f}% |" if fmt == "nvfp4" else "") + f" {t_bf / t:.2f} |"
-            if m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
+            if m == 51 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False) and gemm_ok["1"]:
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
+                calls = [kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws["nvfp4"]]
+                row += f" {time_calls(calls):.1f} |"
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
+            elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant in ["1", "2", "3", "4"]:
+                for variant in ["1", "5"]:
                     if not variant_ok[variant]:
                         tv.append("fail")
                         continue
@@ -320,7 +340,7 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 1 / 4 µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 1 / 5 (M = 1) or GEMM variant 1 (M = 51) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
@@ -355,13 +375,15 @@ def main():
                 if fmt == "nvfp4":
                     snap = [b.clone() for b in bufs]  # the chain as the graph left it
                 row += f" {t:.0f} ({t_bf / t:.2f}) |"
-            if m <= 16 and "FAILED" not in row and variant_ok["1"] and variant_ok["4"]:
+            if m <= 64 and "FAILED" not in row and variant_ok["1"] and gemm_ok["1"]:
                 # layer by layer: each output of the graph-replayed chain (default variant, launched
                 # as programmatic dependent launches) against variant 1 run eagerly on the same
                 # layer input; a missing dependency between layers would show here. (The chain
                 # itself over- or underflows after a few layers: GeGLU is quadratic in x.)
+                # M > 16: the chain of GEMM variant 2 (PDL, in-kernel split-K) against GEMM variant 1.
                 e_chain, checked = 0.0, 0
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
                 for j in range(layers):
                     ref_out = torch.empty_like(bufs[j + 1])
                     kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [snap[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [ref_out], ws)()
@@ -370,15 +392,20 @@ def main():
                     if torch.isfinite(r).all() and r.norm() > 1e-6 and torch.isfinite(snap[j]).all():
                         e_chain = max(e_chain, rel_err(snap[j + 1], r))
                         checked += 1
-                chain_notes.append(f"- {label} m={m}: layers of the graph-replayed nvfp4 chain (variant {default_variant}) vs eager variant 1 on the same input: worst rel. diff {e_chain:.2e} over {checked} finite layers{'' if e_chain < 2e-2 and checked >= 2 else '  FAIL'}")
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
+                chain_notes.append(f"- {label} m={m}: layers of the graph-replayed nvfp4 chain ({'GEMV variant ' + default_variant if m <= 16 else 'GEMM variant 2'}) vs eager {'GEMV' if m <= 16 else 'GEMM'} variant 1 on the same input: worst rel. diff {e_chain:.2e} over {checked} finite layers{'' if e_chain < 2e-2 and checked >= 2 else '  FAIL'}")
                 tv = []
-                for variant in ["1", "4"]:
-                    os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                for variant in (["1", "5"] if m <= 16 else ["g1"]):
+                    if m <= 16:
+                        os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                    else:
+                        os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
                     calls = [kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [bufs[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [bufs[j + 1]], ws)
                              for j in range(layers)]
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     tv.append(f"{t:.0f} ({t_bf / t:.2f})")
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
                 row += f" {' / '.join(tv)} |"
             else:
                 row += " |"

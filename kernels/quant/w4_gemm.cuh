@@ -9,8 +9,14 @@
 // thread/k mapping is the GEMV's (w4_gemv.cuh): a thread's 32 physical k of a row form its A
 // fragments; B fragments are read with one 16-byte shared load per (word, token tile),
 // conflict-free thanks to the swizzle below. Each decoded fragment feeds 8 mmas.
-// Split-K (grid.z > 1, for grids too small to fill the GPU) adds raw fp32 sums into
-// `partial` with atomics; w4_finish_kernel then applies scales, bias and the activation.
+// Split-K (grid.z > 1, for grids too small to fill the GPU):
+//  variant 1: raw fp32 sums added into a zeroed `partial` with atomics; w4_finish_kernel then
+//    applies scales, bias and the activation (a memset, atomics and a second kernel).
+//  variant 2 (default, KILN_QUANT_GEMM_VARIANT=1 selects 1): each split stores its raw sums into
+//    its own slice of `partial`; the last CTA of a tile to finish (per-tile counter) adds the
+//    slices in split order (deterministic) and runs the epilogue itself. Variant 2 also skips the
+//    token tiles of a CTA that lie wholly past M (M = 51: 7 of 8) and requests its first weight
+//    stages before grid_dependency_wait() (programmatic dependent launch, as GEMV variant 4+).
 #include "w4_gemv.cuh"
 
 namespace kiln::quant::gpu {
@@ -62,12 +68,6 @@ __device__ __forceinline__ void read_weight_stage(const LinearParams& p, const u
   }
 }
 
-// 16-byte unit u (8 k) of token row `tok` in a stage: swizzled so that the 8 lanes of a
-// shared-load phase (2 tokens x 4 threads, units i, 4+i, 8+i, 12+i) hit 8 distinct bank groups.
-__device__ __forceinline__ int swizzle_unit(int u, int tok) {
-  return (u & 8) | ((u & 7) ^ (((u >> 3) & 1) << 1) ^ (tok & 1));
-}
-
 template <typename T>
 __device__ __forceinline__ void stage_activations(const LinearParams& p, T* stage, int tok0, int k0) {
   // 64 tokens x 16 units per stage; 128 threads x 8 units.
@@ -81,7 +81,7 @@ __device__ __forceinline__ void stage_activations(const LinearParams& p, T* stag
   }
 }
 
-template <Format F, typename T>
+template <Format F, typename T, int kVariant>
 __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(16) uint8_t gemm_smem[];
@@ -101,13 +101,30 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
     for (int j = 0; j < 8; ++j) acc[r][j][0] = acc[r][j][1] = acc[r][j][2] = acc[r][j][3] = 0.0f;
 
   const int kt = step0 * 128 + 32 * t;
+  // Token tiles of 8 that hold a valid token (variant 1 computes all 8).
+  const int jt = kVariant == 1 ? 8 : min(8, (p.m - tok0 + 7) / 8);
+  if constexpr (kVariant == 2) {
+    // Weights first (constants), then wait for the previous kernel before touching x. The
+    // first commit group then holds weight stages 0..S-2 and x stage 0: waits stay conservative.
 #pragma unroll
-  for (int s = 0; s < kGemmStages - 1; ++s) {
-    if (s < steps) {
-      stage_activations<T>(p, act_stage(s), tok0, (step0 + s) * 128);
-      issue_weight_stage<F, T>(p, warp_stage(s), row0, g, lane, kt + 128 * s);
+    for (int s = 0; s < kGemmStages - 1; ++s)
+      if (s < steps) issue_weight_stage<F, T>(p, warp_stage(s), row0, g, lane, kt + 128 * s);
+    grid_dependency_wait();
+    grid_launch_dependents();
+#pragma unroll
+    for (int s = 0; s < kGemmStages - 1; ++s) {
+      if (s < steps) stage_activations<T>(p, act_stage(s), tok0, (step0 + s) * 128);
+      cp_async_commit();
     }
-    cp_async_commit();
+  } else {
+#pragma unroll
+    for (int s = 0; s < kGemmStages - 1; ++s) {
+      if (s < steps) {
+        stage_activations<T>(p, act_stage(s), tok0, (step0 + s) * 128);
+        issue_weight_stage<F, T>(p, warp_stage(s), row0, g, lane, kt + 128 * s);
+      }
+      cp_async_commit();
+    }
   }
 
   for (int s = 0; s < steps; ++s) {
@@ -151,6 +168,7 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
+        if (j >= jt) continue;
         const int tok = 8 * j + g;
         const uint4 b = *reinterpret_cast<const uint4*>(stage + tok * 128 + 8 * swizzle_unit(4 * t + i, tok));
 #pragma unroll
@@ -163,8 +181,52 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
   }
   cp_async_wait<0>();
 
+  if (kVariant == 2 && p.partial) {
+    // Split-K, variant 2: own slice, then the tile's last CTA sums the slices.
+    const size_t slice = size_t(p.m) * p.n;
+    float* mine = p.partial + blockIdx.z * slice;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int tok = tok0 + 8 * j + 2 * t + c;
+          if (tok >= p.m) continue;
+          const int rg = row0 + 16 * r + g;
+          __stcg(mine + size_t(tok) * p.n + rg, acc[r][j][c]);
+          __stcg(mine + size_t(tok) * p.n + rg + 8, acc[r][j][c + 2]);
+        }
+    __threadfence();
+    __syncthreads();
+    __shared__ unsigned last;
+    if (threadIdx.x == 0) last = atomicAdd(p.tile_counter + blockIdx.y * gridDim.x + blockIdx.x, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int tok = tok0 + 8 * j + 2 * t + c;
+          if (tok >= p.m) continue;
+          const int rg = row0 + 16 * r + g;
+          float v = 0.0f, u = 0.0f;
+          for (unsigned z = 0; z < gridDim.z; ++z) {
+            const float* sl = p.partial + z * slice + size_t(tok) * p.n + rg;
+            v += z == blockIdx.z ? acc[r][j][c] : __ldcg(sl);
+            u += z == blockIdx.z ? acc[r][j][c + 2] : __ldcg(sl + 8);
+          }
+          acc[r][j][c] = v;
+          acc[r][j][c + 2] = u;
+        }
+  }
+
   // C fragment: c0,c1 = (row g, tokens 2t, 2t+1), c2,c3 = (row g+8, same tokens).
   const bool gated = p.act != Activation::None;
+  const bool atomic_partial = kVariant == 1 && p.partial;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int rg = row0 + 16 * r + g;
@@ -175,7 +237,7 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
         const int tok = tok0 + 8 * j + 2 * t + c;
         if (tok >= p.m) continue;
         float v = acc[r][j][c], u = acc[r][j][c + 2];
-        if (p.partial) {
+        if (atomic_partial) {
           atomicAdd(p.partial + size_t(tok) * p.n + rg, v);
           atomicAdd(p.partial + size_t(tok) * p.n + rg + 8, u);
           continue;

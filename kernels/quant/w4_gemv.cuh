@@ -38,6 +38,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// 16-byte unit u (8 k) of token row `tok` in a stage: swizzled so that the 8 lanes of a
+// shared-load phase (2 tokens x 4 threads, units i, 4+i, 8+i, 12+i) hit 8 distinct bank groups.
+__device__ __forceinline__ int swizzle_unit(int u, int tok) {
+  return (u & 8) | ((u & 7) ^ (((u >> 3) & 1) << 1) ^ (tok & 1));
+}
+
 template <Format F>
 struct WeightStep {
   uint4 w[2];      // rows g and g+8: 32 elements each
@@ -241,6 +247,42 @@ __device__ __forceinline__ void grid_launch_dependents() {
 #endif
 }
 
+// Variant 6's activation stage: the CTA's valid tokens (at most 8 * NT) x all of K, in shared
+// memory, each 128-k block of a token row laid out with swizzle_unit (conflict-free reads).
+// Staged only where it fits beside the CTAs of an SM (gemv6_stage_bytes; else variant 5 runs).
+constexpr size_t kGemv6StageMax = 48 * 1024;         // per CTA: no opt-in attribute needed
+constexpr size_t kGemv6StagePerSm = 160 * 1024;      // all CTAs of an SM at once (one-wave grid)
+inline size_t gemv6_stage_bytes(int tokens, int k) { return size_t(tokens) * size_t(k) * 2; }
+
+// Cooperative copy of x[tok_base .. tok_base + tokens) into the stage (every thread of the CTA).
+template <typename T>
+__device__ __forceinline__ void stage_x_rows(const LinearParams& p, T* stage, int tok_base, int tokens) {
+  const int units_per_row = p.k / 8;
+  const int total = tokens * units_per_row;
+  for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
+    const int tok = idx / units_per_row, ug = idx - tok * units_per_row;
+    const int blk = ug >> 4, u = ug & 15;
+    const T* src = static_cast<const T*>(p.x) + size_t(tok_base + tok) * p.k + 8 * ug;
+    cp_async16<true>(stage + size_t(tok) * p.k + 128 * blk + 8 * swizzle_unit(u, tok), src, true);
+  }
+  cp_async_commit();
+}
+
+// The thread's x of one step (128-k block `blk`) from the stage; tokens past `tokens` read 0.
+template <typename T, int NT>
+__device__ __forceinline__ ActStep<NT> read_staged_x(const T* stage, int k, int tokens, int g, int t, int blk) {
+  ActStep<NT> a;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int tok = 8 * j + g;
+    const T* row = stage + size_t(tok) * k + 128 * blk;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      a.x[j][i] = tok < tokens ? *reinterpret_cast<const uint4*>(row + 8 * swizzle_unit(4 * t + i, tok)) : make_uint4(0, 0, 0, 0);
+  }
+  return a;
+}
+
 template <int NT>
 constexpr size_t gemv_ring_bytes(int warps) {
   return size_t(warps) * kGemvDepth * NT * 4 * 32 * 16;
@@ -261,6 +303,12 @@ constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWei
 //  5: as 4 (programmatic dependent launch; 6 steps deep), with variant 1's K split (~16 warps per
 //     SM, half the steps per warp of 4 for large N) and the accumulators of a step split into
 //     independent mma chains (mma_step_chains: 4 at NT = 1, 2 at NT = 2).
+//  6: as 5, but x is staged once: right after grid_dependency_wait() the CTA copies its valid
+//     tokens x all of K into shared memory (one L2 round trip per CTA, behind the weight requests
+//     already queued) and every step reads x from there, so no step waits on L2 for x (variant
+//     5 issued one L2 round trip per step, queued behind the weight flood). The x registers this
+//     frees hold a deeper weight ring (8 steps at NT = 1, non-INT4). Only where the stage fits
+//     (gemv6_stage_bytes; the launch falls back to 5 otherwise).
 template <Format F, typename T, int NT, int kMaxWarps, int kVariant>
 __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
   constexpr int kDepth = kGemvDepth;
@@ -303,6 +351,45 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
       }
     }
     cp_async_wait<0>();
+  } else if constexpr (kVariant == 6) {
+  extern __shared__ __align__(16) uint8_t x_stage_raw[];
+  const T* x_stage = reinterpret_cast<const T*>(x_stage_raw);
+  constexpr int kRing = NT == 1 && F != Format::Int4 ? 8 : 6;
+  constexpr int kChains = NT == 1 ? 4 : 2;
+  const int tokens = min(8 * NT, p.m - tok_base);
+  const int blk0 = warp * steps;  // the warp's first 128-k block
+  float chain[kChains][NT][4];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) chain[c][j][0] = chain[c][j][1] = chain[c][j][2] = chain[c][j][3] = 0.0f;
+  WeightStep<F> ring[kRing];
+#pragma unroll
+  for (int d = 0; d < kRing; ++d) {
+    if (d < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
+  }
+  grid_dependency_wait();  // x (and y, below) belong to the previous kernel until here
+  stage_x_rows<T>(p, reinterpret_cast<T*>(x_stage_raw), tok_base, tokens);
+  cp_async_wait<0>();
+  __syncthreads();
+  grid_launch_dependents();
+  for (int base = 0; base < steps; base += kRing) {
+#pragma unroll
+    for (int d = 0; d < kRing; ++d) {
+      const int s = base + d;
+      if (s < steps) {
+        const ActStep<NT> xa = read_staged_x<T, NT>(x_stage, p.k, tokens, g, t, blk0 + s);
+        mma_step_chains<F, T, NT, kChains>(ring[d], xa, chain);
+        if (s + kRing < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * (s + kRing));
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kChains; ++c)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] += chain[c][j][e];
   } else if constexpr (kVariant == 2) {
   extern __shared__ uint4 act_ring[];  // [warps][kDepth][NT][4][32 lanes]
   uint4* ring_x = act_ring + size_t(warp) * kDepth * NT * 4 * 32;

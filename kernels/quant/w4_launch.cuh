@@ -20,7 +20,14 @@ struct LinearPlan {
   int gemv_tiles = 1;   // token tiles of 8 per GEMV launch (1 or 2)
   int gemv_warps = 1;   // warps per GEMV CTA (split of K)
   int gemm_split = 1;   // CTAs along K for the GEMM
-  size_t partial_bytes(int m, int n) const { return gemm_split > 1 ? size_t(m) * n * sizeof(float) : 0; }
+  // Split-K workspace: per-tile counters (GEMM variant 2), then gemm_split slices of [m, n] fp32
+  // (variant 1 uses the first slice only).
+  size_t counter_bytes(int m, int n) const {
+    return gemm_split > 1 ? (size_t(n / kGemmRows) * ((m + kGemmTokens - 1) / kGemmTokens) * sizeof(unsigned) + 255) / 256 * 256 : 0;
+  }
+  size_t partial_bytes(int m, int n) const {
+    return gemm_split > 1 ? counter_bytes(m, n) + size_t(gemm_split) * m * n * sizeof(float) : 0;
+  }
 };
 
 inline int largest_divisor_at_most(int value, int cap) {
@@ -46,14 +53,26 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-constexpr int kDefaultGemvVariant = 5;
+constexpr int kDefaultGemvVariant = 6;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..4
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..6
 // selects another, so that benchmarks can compare them in one run.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] >= '1' && v[0] <= '5') ? v[0] - '0' : kDefaultGemvVariant;
+  return v && (v[0] >= '1' && v[0] <= '6') ? v[0] - '0' : kDefaultGemvVariant;
+}
+
+// KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
+inline bool pdl_enabled() {
+  const char* pdl = std::getenv("KILN_QUANT_PDL");
+  return !(pdl && pdl[0] == '0');
+}
+
+// GEMM variant (w4_gemm.cuh): 2 by default, KILN_QUANT_GEMM_VARIANT=1 the first one.
+inline int gemm_variant() {
+  const char* v = std::getenv("KILN_QUANT_GEMM_VARIANT");
+  return v && v[0] == '1' ? 1 : 2;
 }
 
 // Variant 4's split of K: the most warps per 16-row tile (a divisor of the 128-k steps) that
@@ -65,22 +84,31 @@ inline int gemv4_warps(int n, int k, int nt) {
   return largest_divisor_at_most(steps, std::min(max_warps, std::max(1, 132 * 8 / ctas)));
 }
 
+// Whether variant 6 stages x for this launch (else it runs as variant 5): the stage of the first
+// token tile fits a CTA without the opt-in attribute, and all CTAs of an SM together.
+inline bool gemv6_stages(int m, int n, int k, int nt) {
+  const size_t bytes = gemv6_stage_bytes(std::min(8 * nt, m), k);
+  const size_t ctas_per_sm = size_t((n / 16 + kTargetWarps / 16 - 1) / (kTargetWarps / 16));
+  return bytes <= kGemv6StageMax && bytes * ctas_per_sm <= kGemv6StagePerSm;
+}
+
 template <Format F, typename T, int NT, int V>
 cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t stream) {
   constexpr int kMax = NT == 1 ? 16 : 8;
+  if constexpr (V == 6) {
+    if (!gemv6_stages(p.m, p.n, p.k, NT)) return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
+  }
   auto smem = [](int w) { return V == 3 ? gemv_weight_ring_bytes(w) : V == 2 ? gemv_ring_bytes<NT>(w) : size_t(0); };
-  if constexpr (V != 1) {
+  if constexpr (V == 2 || V == 3) {
     static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, V>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem(kMax)));
     if (attr != cudaSuccess) return attr;
   }
   if constexpr (V >= 4) {
     if (V == 4) warps = gemv4_warps(p.n, p.k, NT);  // 5 keeps the plan's (variant 1's) split
-    // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
-    const char* pdl = std::getenv("KILN_QUANT_PDL");
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = pdl && pdl[0] == '0' ? 0 : 1;
+    attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(p.n / 16);
     cfg.blockDim = dim3(warps * 32);
@@ -89,6 +117,7 @@ cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t s
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     for (int tok = 0; tok < p.m; tok += 8 * NT) {
+      if (V == 6) cfg.dynamicSmemBytes = gemv6_stage_bytes(std::min(8 * NT, p.m - tok), p.k);
       if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv_kernel<F, T, NT, kMax, V>, p, tok, warps)) return e;
     }
     return cudaGetLastError();
@@ -107,6 +136,7 @@ cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
     case 3: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
     case 4: return launch_gemv_variant<F, T, NT, 4>(p, warps, stream);
     case 5: return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
+    case 6: return launch_gemv_variant<F, T, NT, 6>(p, warps, stream);
     default: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
   }
 }
@@ -122,15 +152,39 @@ cudaError_t launch_linear(LinearParams p, void* partial, cudaStream_t stream) {
                                 : launch_gemv<F, T, 2>(p, plan.gemv_warps, stream);
   }
   p.partial = nullptr;
+  p.tile_counter = nullptr;
+  const int variant = gemm_variant();
+  const size_t counters = plan.counter_bytes(p.m, p.n);
   if (plan.gemm_split > 1) {
-    p.partial = static_cast<float*>(partial);
-    if (cudaError_t e = cudaMemsetAsync(partial, 0, plan.partial_bytes(p.m, p.n), stream)) return e;
+    p.tile_counter = static_cast<unsigned*>(partial);
+    p.partial = reinterpret_cast<float*>(static_cast<uint8_t*>(partial) + counters);
+    if (cudaError_t e = variant == 1 ? cudaMemsetAsync(p.partial, 0, size_t(p.m) * p.n * sizeof(float), stream)
+                                     : cudaMemsetAsync(partial, 0, counters, stream)) {
+      return e;
+    }
   }
   const dim3 grid(p.n / kGemmRows, (p.m + kGemmTokens - 1) / kGemmTokens, plan.gemm_split);
-  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemm_kernel<F, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  if (variant == 2) {
+    static const cudaError_t attr2 = cudaFuncSetAttribute(w4_gemm_kernel<F, T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                          int(GemmStageLayout::kTotal));
+    if (attr2 != cudaSuccess) return attr2;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = GemmStageLayout::kTotal;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemm_kernel<F, T, 2>, p)) return e;
+    return cudaGetLastError();
+  }
+  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemm_kernel<F, T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(GemmStageLayout::kTotal));
   if (attr != cudaSuccess) return attr;
-  w4_gemm_kernel<F, T><<<grid, 128, GemmStageLayout::kTotal, stream>>>(p);
+  w4_gemm_kernel<F, T, 1><<<grid, 128, GemmStageLayout::kTotal, stream>>>(p);
   if (plan.gemm_split > 1) {
     const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
     const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));

@@ -14,7 +14,8 @@ struct LinearParams {
   const float* scale2;        // NVFP4: tensor scale(s): [1], or [2] (gate, up) when gated
   const void* bias;           // [n] T or null (not with gated)
   void* y;                    // [m, n] (T), or [m, n/2] when gated
-  float* partial;             // [m, n] fp32 split-K accumulator (zeroed) or null
+  float* partial;             // split-K: GEMM variant 1 [m, n] fp32 (zeroed), 2 [split][m, n]; or null
+  unsigned* tile_counter;     // GEMM variant 2 split-K: per output tile, zeroed before the launch
   int m, n, k, group;
   Activation act;             // gated (fused gate/up) when != None
 };
