@@ -82,6 +82,17 @@ class Simplifier : public IRMutator {
     if (const Add* add = r.as<Add>()) {
       if (is_zero(add->b) && !r.type().is_float()) return add->a;
       if (is_zero(add->a) && !r.type().is_float()) return add->b;
+      // (x / c) * c + x % c -> x: C's division identity, for any x and c != 0. Fused loops
+      // produce it whenever a fused index is split back and flattened again.
+      if (!r.type().is_float()) {
+        const Mul* mul = add->a.as<Mul>();
+        const Mod* mod = add->b.as<Mod>();
+        const Div* div = mul ? mul->a.as<Div>() : nullptr;
+        if (div && mod && structurally_equal(div->b, mul->b) && structurally_equal(div->b, mod->b) &&
+            structurally_equal(div->a, mod->a)) {
+          return mod->a;
+        }
+      }
       // (x + c1) + c2 -> x + (c1 + c2)
       const Add* inner = add->a.as<Add>();
       if (inner && add->b.as<IntImm>() && inner->b.as<IntImm>()) {

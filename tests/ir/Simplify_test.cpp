@@ -24,6 +24,15 @@ TEST(Simplify, RemovesIdentitiesInIndexArithmetic) {
   EXPECT_EQ(to_string(simplify(Add::make(Add::make(n, Expr(3)), Expr(4)))), "(n + 7)");
 }
 
+TEST(Simplify, RefoldsASplitFusedIndex) {
+  Expr f = var("f"), seq = var("seq");
+  Expr flat = Add::make(Mul::make(Div::make(f, seq), seq), Mod::make(f, seq));
+  EXPECT_TRUE(simplify(flat).same_as(f)) << to_string(simplify(flat));
+  Expr other = var("g");
+  Expr mismatched = Add::make(Mul::make(Div::make(f, seq), seq), Mod::make(other, seq));
+  EXPECT_FALSE(simplify(mismatched).same_as(f));
+}
+
 TEST(Simplify, SelectWithKnownConditionPicksABranch) {
   Expr a = var("a"), b = var("b");
   Expr s = Select::make(LT::make(Expr(1), Expr(2)), a, b);
