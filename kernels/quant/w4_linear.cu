@@ -1,4 +1,5 @@
-// The kernel-contract entry points of libkiln_quant (include/kiln/runtime/kiln_abi.h):
+// The kernel-contract entry points of libkiln_quant (include/kiln/runtime/kiln_abi.h), each also
+// exported under TVM-FFI's C ABI as __tvm_ffi_<name> (include/kiln/runtime/tvm_ffi_export.h):
 //
 //   kiln_w4_linear_<fmt>_<dt>         y = x · dequant(W)ᵀ
 //   kiln_w4_linear_bias_<fmt>_<dt>    y = x · dequant(W)ᵀ + bias
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kiln/runtime/kiln_abi.h"
+#include "kiln/runtime/tvm_ffi_export.h"
 #include "kiln/runtime/validate.h"
 #include "w4_launch.cuh"
 
@@ -271,7 +273,8 @@ using kiln::quant::gpu::Format;
   }                                                                                                    \
   extern "C" KILN_W4_EXPORT const KilnSignature* kiln_signature_##cname(void) {                                      \
     return kiln::quant::gpu::Signature<F, T, E, A>::get();                                             \
-  }
+  }                                                                                                    \
+  KILN_TVM_FFI_EXPORT(cname)
 
 #define KILN_W4_FAMILY(fmt, F, dt, T)                                                        \
   KILN_W4_ENTRY(w4_linear_##fmt##_##dt, F, T, Entry::Linear, Activation::None)               \

@@ -1,9 +1,10 @@
 #pragma once
 // The base C printer of the one printer hierarchy (STYLE.md point 4). It owns indentation,
 // unique names, temporaries and scopes, prints every Expr and Stmt of a lowered function, and
-// prints the parts of a module every target shares: the signature tables, the workspace formula
-// and the kernel-contract entry point. Targets override hooks only: CppPrinter (the CPU backend,
-// a function over buffers) and CudaPrinter (kernels and their launches). Private to codegen/.
+// prints the parts of a module every target shares: the signature tables, the workspace formula,
+// the kernel-contract entry point and its TVM-FFI export. Targets override hooks only: CppPrinter
+// (the CPU backend, a function over buffers) and CudaPrinter (kernels and their launches).
+// Private to codegen/.
 #include <map>
 #include <set>
 #include <sstream>
@@ -105,6 +106,7 @@ class CodePrinter {
   void print_signature(const FunctionLayout& f);
   void print_workspace(const FunctionLayout& f);
   void print_entry(const FunctionLayout& f);
+  void print_tvm_ffi_export(const FunctionLayout& f);
 
   std::ostringstream out_;
   int indent_ = 0;

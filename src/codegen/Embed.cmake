@@ -1,10 +1,11 @@
-# Embeds the files generated code needs (the kernel contract headers, DLPack, the codegen helper
+# Embeds the files generated code needs (the kernel contract headers, the TVM-FFI export, DLPack, the codegen helper
 # headers, the module templates) into kiln, so that `kiln compile` and the CUDA test backend can
 # write them next to their sources. Produces codegen_embedded.cpp in the build folder, defining
 # kiln::codegen::embedded_files(): (name, text) pairs, names as listed below.
 set(KILN_EMBEDDED_FILES
   "${PROJECT_SOURCE_DIR}/include/kiln/runtime/kiln_abi.h=include/kiln/runtime/kiln_abi.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/runtime/validate.h=include/kiln/runtime/validate.h"
+  "${PROJECT_SOURCE_DIR}/include/kiln/runtime/tvm_ffi_export.h=include/kiln/runtime/tvm_ffi_export.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_common.h=include/kiln/codegen/runtime/kiln_common.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_cpu.h=include/kiln/codegen/runtime/kiln_cpu.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_cuda.cuh=include/kiln/codegen/runtime/kiln_cuda.cuh"

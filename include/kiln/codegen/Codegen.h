@@ -6,7 +6,8 @@
 // Every generated function is exported through the kernel contract (runtime/kiln_abi.h):
 //   int32_t kiln_<name>(const DLTensor* args, int32_t num_args, void* workspace, void* stream);
 //   const KilnSignature* kiln_signature_<name>(void);
-// and every generated library exports, once, `kiln_library_functions` (its table of functions)
+// and under TVM-FFI's stable C ABI as `__tvm_ffi_<name>` (KILN_TVM_FFI_EXPORT of
+// runtime/tvm_ffi_export.h, so `tvm_ffi.load_module` loads generated libraries), and every generated library exports, once, `kiln_library_functions` (its table of functions)
 // and `const char* kiln_last_error(void)`.
 // Generated sources include "kiln/runtime/validate.h" and "kiln/codegen/runtime/kiln_cpu.h" or
 // "kiln_cuda.cuh"; support_files() gives their text, to be written next to the sources.

@@ -8,5 +8,6 @@
 
 #include "kiln/codegen/runtime/kiln_cpu.h"
 #include "kiln/runtime/kiln_abi.h"
+#include "kiln/runtime/tvm_ffi_export.h"  // KILN_TVM_FFI_EXPORT after each entry point
 #include "kiln/runtime/validate.h"
 // ---- end of prologue ----

@@ -8,6 +8,7 @@
 
 #include "kiln/codegen/runtime/kiln_cuda.cuh"
 #include "kiln/runtime/kiln_abi.h"
+#include "kiln/runtime/tvm_ffi_export.h"  // KILN_TVM_FFI_EXPORT after each entry point
 #include "kiln/runtime/validate.h"
 
 // Grid size for a grid-stride loop over `extent` iterations: every iteration is covered whatever
