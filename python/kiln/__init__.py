@@ -8,8 +8,10 @@
 Each function takes DLPack tensors in signature order (inputs, then outputs), validates them
 against the kernel's signature (dtype, shape and symbols, strides, alignment, device), and launches
 on the current stream of the tensors' framework (torch's current stream for torch tensors), or on
-`stream=` when given. A wrong argument raises TypeError or ValueError naming the function, the
-argument, what was found and what was expected, followed by the signature.
+`stream=` when given. Kernels that need device workspace get it per call from the framework's
+allocator (torch) or cudaMallocAsync on the launch stream. A wrong argument raises TypeError or
+ValueError naming the function, the argument, what was found and what was expected, followed by
+the signature.
 """
 import os
 

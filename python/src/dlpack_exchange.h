@@ -30,9 +30,15 @@ struct ExchangeAPIHeader {
   ExchangeAPIHeader* prev_api;
 };
 
+// DLPackManagedTensorAllocator: a tensor from the framework's allocator (torch: its caching
+// allocator, ordered on the current stream); only dtype, ndim, shape and device of `prototype`
+// are read. Non-zero on failure, after calling set_error(error_ctx, kind, message).
+using ManagedTensorAllocator = int (*)(DLTensor* prototype, ManagedTensorVersioned** out, void* error_ctx,
+                                       void (*set_error)(void* error_ctx, const char* kind, const char* message));
+
 struct ExchangeAPI {
   ExchangeAPIHeader header;
-  void* managed_tensor_allocator;
+  ManagedTensorAllocator managed_tensor_allocator;
   int (*managed_tensor_from_py_object_no_sync)(void* py_object, ManagedTensorVersioned** out);
   void* managed_tensor_to_py_object_no_sync;
   // May be null: the producer does not offer the non-owning fast path.

@@ -6,7 +6,9 @@
 // the framework's DLPack C exchange API where it has one (torch >= 2.10: no allocation, no Python
 // call) or `__dlpack__` otherwise, then calls the kernel through the contract (kiln_abi.h), which
 // validates every argument (validate.h). Failures raise TypeError / ValueError with the message
-// the library wrote; nothing a caller passes reaches the kernel unchecked.
+// the library wrote; nothing a caller passes reaches the kernel unchecked. Device workspace comes
+// from the framework's allocator or cudaMallocAsync (DeviceWorkspace below), host workspace from
+// a per-thread buffer.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
@@ -128,12 +130,90 @@ struct Releases {
 };
 
 // ---------------------------------------------------------------------------------------------
+// The CUDA runtime's stream-ordered allocator, looked up in a CUDA kiln library's dependencies
+// (generated libraries link libcudart; the extension itself does not).
+struct CudaAllocator {
+  int (*malloc_async)(void** ptr, size_t bytes, void* stream) = nullptr;
+  int (*free_async)(void* ptr, void* stream) = nullptr;
+  const char* (*error_string)(int error) = nullptr;
+};
+
+// Device workspace of one call: allocated before the launch, released after it; the allocators
+// used are stream-ordered, so releasing while the kernel runs is safe. Order of preference:
+//   1. the framework's allocator (DLPack C exchange API's managed_tensor_allocator, e.g. torch's
+//      caching allocator), when the kernel runs on that framework's current stream;
+//   2. cudaMallocAsync / cudaFreeAsync on the call's stream (an explicit stream=, CuPy, JAX...).
+// 256-byte aligned: generated code carves its temporaries at 256-byte offsets.
+class DeviceWorkspace {
+ public:
+  DeviceWorkspace() = default;
+  DeviceWorkspace(const DeviceWorkspace&) = delete;
+  DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
+  ~DeviceWorkspace() {
+    if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
+    if (raw_ != nullptr && cuda_ != nullptr) cuda_->free_async(raw_, stream_);
+  }
+
+  // Returns "" on success, else why no workspace could be had.
+  std::string allocate(size_t bytes, DLDevice device, void* stream, ManagedTensorAllocator framework,
+                       const CudaAllocator* cuda) {
+    const size_t padded = bytes + kAlignment;
+    if (framework != nullptr) {
+      int64_t shape[1] = {static_cast<int64_t>(padded)};
+      DLTensor prototype{};
+      prototype.device = device;
+      prototype.ndim = 1;
+      prototype.dtype = DLDataType{kDLUInt, 8, 1};
+      prototype.shape = shape;
+      std::string error;
+      if (framework(&prototype, &managed_, &error, record_error) != 0 || managed_ == nullptr ||
+          managed_->dl_tensor.data == nullptr) {
+        managed_ = nullptr;
+        return "the framework's allocator failed (" + error + ")";
+      }
+      data_ = align(static_cast<char*>(managed_->dl_tensor.data) + managed_->dl_tensor.byte_offset);
+      return "";
+    }
+    if (cuda == nullptr || cuda->malloc_async == nullptr || cuda->free_async == nullptr) {
+      return "no allocator: the tensors' framework offers none through the DLPack C exchange API "
+             "and the library does not link libcudart (cudaMallocAsync)";
+    }
+    if (const int e = cuda->malloc_async(&raw_, padded, stream); e != 0) {
+      raw_ = nullptr;
+      return std::string("cudaMallocAsync failed (") + (cuda->error_string ? cuda->error_string(e) : "?") + ")";
+    }
+    cuda_ = cuda;
+    stream_ = stream;
+    data_ = align(static_cast<char*>(raw_));
+    return "";
+  }
+  void* data() const { return data_; }
+
+ private:
+  static constexpr size_t kAlignment = 256;
+  static void* align(char* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    return p + ((kAlignment - a % kAlignment) % kAlignment);
+  }
+  static void record_error(void* ctx, const char* kind, const char* message) {
+    *static_cast<std::string*>(ctx) = std::string(kind ? kind : "Error") + ": " + (message ? message : "");
+  }
+
+  ManagedTensorVersioned* managed_ = nullptr;
+  const CudaAllocator* cuda_ = nullptr;
+  void* raw_ = nullptr;
+  void* stream_ = nullptr;
+  void* data_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
 struct FunctionObject {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   const KilnFunction* function;
   const KilnSignature* signature;
   KilnLastErrorFn last_error;
+  const CudaAllocator* cuda;  // of the library; never freed, as the library is never closed
   PyObject* doc;
   PyObject* library_path;
 };
@@ -387,6 +467,7 @@ PyObject* function_call(PyObject* self_object, PyObject* const* args, size_t nar
   // Read-only outputs, and the workspace size, need the symbol values: validate here as well
   // (the kernel validates again; both read the same signature through validate.h).
   void* workspace = nullptr;
+  DeviceWorkspace device_workspace;
   if (read_only_mask != 0 || sig.workspace_bytes != nullptr) {
     std::vector<int64_t> symbols(static_cast<size_t>(sig.num_symbols) + 1);
     std::string message;
@@ -400,10 +481,16 @@ PyObject* function_call(PyObject* self_object, PyObject* const* args, size_t nar
       if (host_workspace.size() < words) host_workspace.resize(words);
       workspace = host_workspace.data();
     } else if (bytes > 0) {
-      return raise_status(KILN_ERR_WORKSPACE,
-                          abi::format_argument_error(sig, "needs " + std::to_string(bytes) +
-                                                              " bytes of device workspace, which "
-                                                              "kiln.load does not allocate yet"));
+      // The framework's allocator only when the kernel runs on the framework's current stream.
+      const ManagedTensorAllocator framework =
+          !have_stream && stream_api != nullptr ? stream_api->managed_tensor_allocator : nullptr;
+      const std::string why = device_workspace.allocate(bytes, tensors[0].device, stream, framework, self->cuda);
+      if (!why.empty()) {
+        return raise_status(KILN_ERR_WORKSPACE,
+                            abi::format_argument_error(sig, "needs " + std::to_string(bytes) +
+                                                                " bytes of device workspace: " + why));
+      }
+      workspace = device_workspace.data();
     }
   }
 
@@ -520,6 +607,10 @@ PyObject* open_library(PyObject*, PyObject* arg) {
     PyErr_Format(PyExc_ValueError, "kiln.load: %s returned a bad function table", path.c_str());
     return nullptr;
   }
+  auto* cuda = new CudaAllocator;  // lives as long as the library (never closed)
+  cuda->malloc_async = reinterpret_cast<decltype(cuda->malloc_async)>(dlsym(handle, "cudaMallocAsync"));
+  cuda->free_async = reinterpret_cast<decltype(cuda->free_async)>(dlsym(handle, "cudaFreeAsync"));
+  cuda->error_string = reinterpret_cast<decltype(cuda->error_string)>(dlsym(handle, "cudaGetErrorString"));
   PyObject* path_object = PyUnicode_FromString(path.c_str());
   PyObject* list = PyList_New(0);
   for (int32_t i = 0; i < count && list != nullptr; ++i) {
@@ -542,6 +633,7 @@ PyObject* open_library(PyObject*, PyObject* arg) {
     f->function = &table[i];
     f->signature = sig;
     f->last_error = last_error_fn;
+    f->cuda = cuda;
     f->doc = PyUnicode_FromString(docstring_of(*sig).c_str());
     Py_INCREF(path_object);
     f->library_path = path_object;

@@ -1,6 +1,6 @@
 #pragma once
 // Exports kiln functions under Apache TVM-FFI's stable C ABI, so that `tvm_ffi.load_module(path)`
-// loads any kiln library and calls its functions (docs/ARCHITECTURE.md, "Calling from Python").
+// loads any kiln library and calls its functions (docs/ARCHITECTURE.md, "Adapters on the contract").
 //
 // A kiln library includes this header and writes, once per function (at namespace scope):
 //
@@ -21,11 +21,21 @@
 //     the host. If it does not resolve, the call returns -1 and the message is kept for
 //     kiln_last_error() (the library's thread-local last error); nothing is thrown across the ABI.
 //   - TVMFFIStringFromByteArray: returns the docstring from __tvm_ffi__doc_<name>.
+//   - TVMFFIEnvGetDLPackManagedTensorAllocator: the host's tensor allocator (tvm_ffi sets torch's
+//     for the duration of a call with torch tensors), which gives device workspace.
+//
+// Workspace (KilnSignature::workspace_bytes > 0): CPU functions get a per-thread host buffer.
+// CUDA functions get one allocation per call from the host's DLPack tensor allocator (torch's
+// caching allocator on its current stream, the stream the kernel runs on), released right after
+// the launch, which the framework's stream-ordered allocator makes safe; without one, when the
+// library is compiled as CUDA (cuda_runtime.h included first), from cudaMallocAsync /
+// cudaFreeAsync on the call's stream. Otherwise the call fails with a message saying so.
 // When the real TVM-FFI headers are included first, the layouts declared here are checked
 // against them at compile time.
 //
 // Cost per call: one switch per argument to find its DLTensor, then the kernel's own validation;
-// no allocation, no lock. The function pointers are looked up once and cached.
+// no allocation (except device workspace, above), no lock. The function pointers are looked up
+// once and cached.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -91,7 +101,22 @@ static_assert(kTypeDLTensorPtr == kTVMFFIDLTensorPtr && kTypeTensor == kTVMFFITe
 static_assert(kTypeNone == kTVMFFINone && kTypeStr == kTVMFFIStr);
 #endif
 
+// DLManagedTensorVersioned of DLPack >= 1.0 (the DLPack header kiln builds against may be 0.6).
+struct ManagedTensorVersioned {
+  uint32_t version_major;
+  uint32_t version_minor;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+};
+
 using EnvGetStreamFn = void* (*)(int32_t device_type, int32_t device_id);
+// DLPackManagedTensorAllocator (dlpack.h >= 1.2) and TVM-FFI's getter for the current one.
+using SetErrorFn = void (*)(void* error_ctx, const char* kind, const char* message);
+using ManagedTensorAllocatorFn = int (*)(DLTensor* prototype, ManagedTensorVersioned** out, void* error_ctx,
+                                         SetErrorFn set_error);
+using EnvGetTensorAllocatorFn = ManagedTensorAllocatorFn (*)();
 using ErrorSetRaisedFromCStrFn = void (*)(const char* kind, const char* message);
 using StringFromByteArrayFn = int (*)(const ByteArray* input, Any* out);
 
@@ -126,6 +151,11 @@ inline HostFunction<ErrorSetRaisedFromCStrFn>& error_set_raised() {
 }
 inline HostFunction<StringFromByteArrayFn>& string_from_byte_array() {
   static HostFunction<StringFromByteArrayFn> fn("TVMFFIStringFromByteArray");
+  return fn;
+}
+
+inline HostFunction<EnvGetTensorAllocatorFn>& env_get_tensor_allocator() {
+  static HostFunction<EnvGetTensorAllocatorFn> fn("TVMFFIEnvGetDLPackManagedTensorAllocator");
   return fn;
 }
 
@@ -175,6 +205,79 @@ inline void* host_workspace(size_t bytes) {
   return buffer.get();
 }
 
+// Device workspace of one call: allocated before the launch, released after it (stream-ordered
+// allocators make the release safe while the kernel still runs). 256-byte aligned, as generated
+// code carves its temporaries at 256-byte offsets.
+class DeviceWorkspace {
+ public:
+  DeviceWorkspace() = default;
+  DeviceWorkspace(const DeviceWorkspace&) = delete;
+  DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
+  ~DeviceWorkspace() { release(); }
+
+  // Returns an empty string on success, else why no workspace could be had.
+  std::string allocate(size_t bytes, DLDevice device, void* stream) {
+    const size_t padded = bytes + kAlignment;
+    if (ManagedTensorAllocatorFn alloc = host_allocator()) {
+      int64_t shape[1] = {static_cast<int64_t>(padded)};
+      DLTensor prototype{};
+      prototype.device = device;
+      prototype.ndim = 1;
+      prototype.dtype = DLDataType{kDLUInt, 8, 1};
+      prototype.shape = shape;
+      std::string error;
+      if (alloc(&prototype, &managed_, &error, record_error) != 0 || managed_ == nullptr ||
+          managed_->dl_tensor.data == nullptr) {
+        managed_ = nullptr;
+        return "the host's tensor allocator failed (" + error + ")";
+      }
+      data_ = align(static_cast<char*>(managed_->dl_tensor.data) + managed_->dl_tensor.byte_offset);
+      return "";
+    }
+#ifdef CUDART_VERSION
+    const cudaError_t e = cudaMallocAsync(&raw_, padded, static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) {
+      raw_ = nullptr;
+      return std::string("cudaMallocAsync failed (") + cudaGetErrorString(e) + ")";
+    }
+    stream_ = stream;
+    data_ = align(static_cast<char*>(raw_));
+    return "";
+#else
+    (void)stream;
+    return "the host has no tensor allocator (TVMFFIEnvGetDLPackManagedTensorAllocator)";
+#endif
+  }
+  void* data() const { return data_; }
+
+ private:
+  static constexpr size_t kAlignment = 256;
+  static void* align(char* p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    return p + ((kAlignment - a % kAlignment) % kAlignment);
+  }
+  static void record_error(void* ctx, const char* kind, const char* message) {
+    *static_cast<std::string*>(ctx) = std::string(kind ? kind : "Error") + ": " + (message ? message : "");
+  }
+  static ManagedTensorAllocatorFn host_allocator() {
+    EnvGetTensorAllocatorFn get = env_get_tensor_allocator().get();
+    return get ? get() : nullptr;
+  }
+  void release() {
+    if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
+    managed_ = nullptr;
+#ifdef CUDART_VERSION
+    if (raw_ != nullptr) cudaFreeAsync(raw_, static_cast<cudaStream_t>(stream_));
+    raw_ = nullptr;
+#endif
+  }
+
+  ManagedTensorVersioned* managed_ = nullptr;
+  void* raw_ = nullptr;
+  void* stream_ = nullptr;
+  void* data_ = nullptr;
+};
+
 // The largest parameter count handled without allocation; kiln functions have a handful.
 constexpr int32_t kMaxArgs = 64;
 
@@ -216,6 +319,7 @@ inline int safe_call(KilnKernelFn call, const KilnSignature& sig, const Any* arg
       }
     }
     void* workspace = nullptr;
+    DeviceWorkspace device_workspace;
     if (sig.workspace_bytes != nullptr) {
       constexpr int32_t kMaxSymbols = 256;
       int64_t symbols[kMaxSymbols];
@@ -229,10 +333,13 @@ inline int safe_call(KilnKernelFn call, const KilnSignature& sig, const Any* arg
       if (bytes > 0 && sig.device_type == kDLCPU) {
         workspace = host_workspace(bytes);
       } else if (bytes > 0) {
-        return raise(KILN_ERR_WORKSPACE,
-                     abi::format_argument_error(sig, "needs " + std::to_string(bytes) +
-                                                         " bytes of device workspace, which the "
-                                                         "TVM-FFI export does not allocate yet"));
+        const std::string why = device_workspace.allocate(bytes, tensors[0].device, stream);
+        if (!why.empty()) {
+          return raise(KILN_ERR_WORKSPACE,
+                       abi::format_argument_error(sig, "needs " + std::to_string(bytes) +
+                                                           " bytes of device workspace: " + why));
+        }
+        workspace = device_workspace.data();
       }
     }
     const int32_t status = call(tensors, num_args, workspace, stream);
