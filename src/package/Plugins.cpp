@@ -238,6 +238,9 @@ void write_package(const std::string& dir, const Generated& gen, const std::vect
   mo.define_last_error = false;
   mo.banner = "kiln plugins " + model_name + ": plugin " + p + " (" + join(gen.replaced) + ")";
   write_text(dir + "/" + p + "_kernels.cu", codegen::generate_module(gen.kernels.lowered, codegen::Target::Cuda, mo));
+  // With the kernels, a kiln library of their own (kiln.load, tvm_ffi.load_module, --bench);
+  // not part of the plugin library, which takes common/kiln_last_error.cu.
+  write_text(dir + "/" + p + "_kernel_library.cu", codegen::generate_library_module(codegen::Target::Cuda, gen.kernels.functions));
   write_text(dir + "/" + p + "_plugin.cpp", plugin_source(gen.group, gen.kernels, gen.fields, options, model_name, join(gen.replaced)));
   write_text(dir + "/" + p + "_entry.cpp", entry_source({p}));
   std::string decls, table, case_list;
@@ -297,7 +300,8 @@ nlohmann::json report_json(const PluginsResult& r, const std::string& model, con
   for (const PluginSummary& p : r.plugins) {
     j["plugins"].push_back({{"name", p.name}, {"version", options.plugin_version}, {"replaced_nodes", p.replaced_nodes},
                             {"inputs", p.inputs}, {"outputs", p.outputs}, {"fields", p.fields}, {"dtypes", p.dtypes},
-                            {"library", p.library.empty() ? "" : fs::relative(p.library, r.out_dir).string()}});
+                            {"library", p.library.empty() ? "" : fs::relative(p.library, r.out_dir).string()},
+                            {"functions", p.functions}, {"kernel_sources", p.kernel_sources}});
   }
   return j;
 }
@@ -315,7 +319,8 @@ std::string report_markdown(const PluginsResult& r, const std::string& model, co
          join(p.outputs) + " | " + join(p.dtypes) + " | " + join(fields, "; ") + " | " +
          (p.library.empty() ? std::string("-") : "`" + fs::relative(p.library, r.out_dir).string() + "`") + " |\n";
   }
-  s += "\nKernel timings against PyTorch eager: not measured (no --bench run).\n";
+  s += "\nKernel timings against PyTorch eager: not measured here (bench/plugins/bench_plugins.py DIR, on a GPU, "
+       "adds them to this report).\n";
   return s;
 }
 
@@ -442,6 +447,8 @@ PluginsResult make_plugins(const std::string& model_path, const std::string& out
       for (const PluginFieldValue& f : g.fields) s.fields.push_back(f.describe());
       for (DType d : g.kernels.float_types) s.dtypes.push_back(short_dtype(d));
       if (result.built) s.library = (final_dir / "build" / g.group.name / ("lib" + g.group.name + ".so")).string();
+      s.functions = g.kernels.functions;
+      s.kernel_sources = {g.group.name + "/" + g.group.name + "_kernels.cu", g.group.name + "/" + g.group.name + "_kernel_library.cu"};
       result.plugins.push_back(std::move(s));
     }
     write_text((tmp / "report.json").string(), report_json(result, model_name, options).dump(2) + "\n");

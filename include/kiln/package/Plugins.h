@@ -42,6 +42,11 @@ struct PluginSummary {
   std::vector<std::string> fields;           // "axis: INT32 [-1]"
   std::vector<std::string> dtypes;
   std::string library;  // path of lib<plugin>.so when built, else ""
+  // The kernel-contract functions (kiln_<fn>, one per dtype) and the sources that build them
+  // alone into a kiln library (<plugin>_kernels.cu + <plugin>_kernel_library.cu, headers in
+  // <plugin>/common/include), loadable by kiln.load and tvm_ffi.load_module: for benchmarks.
+  std::vector<std::string> functions;
+  std::vector<std::string> kernel_sources;  // relative to the output folder
 };
 
 struct PluginsResult {
