@@ -3,7 +3,7 @@
 //
 //   inputs   x [..., K] (float16, bfloat16 or float32), weight uint8 [N, K/2],
 //            scales [N, K/block] (NVFP4: E4M3 bits as uint8; MXFP4: E8M0 bits as uint8;
-//            INT4: float16/bfloat16), then NVFP4: tensor scale float32 [] or [1] /
+//            INT4: float16/bfloat16), then NVFP4: tensor scale (float32 as quantized) [] or [1] /
 //            INT4: zeros like scales / MXFP4: absent, then an optional bias [N].
 //   attributes  in_features (K), out_features (N), block_size, format ("nvfp4", "mxfp4", "int4").
 // Accumulates in float32. The expression below is the reference; the GPU path uses the
@@ -94,7 +94,9 @@ std::vector<te::Tensor> build_quant_linear(OpContext& ctx) {
   } else {
     check_dtype(ctx, scales, "input 'scales'", {DType::UInt8, DType::Float8E4M3, DType::Float8E8M0});
   }
-  if (format == Format::NvFp4) check_dtype(ctx, ctx.input(3), "input 'tensor_scale'", {DType::Float32});
+  // The tensor scale is float32 as quantized; a plugin built for float16/bfloat16 activations
+  // passes every float input in that type, so those are accepted too (and widened).
+  if (format == Format::NvFp4) check_dtype(ctx, ctx.input(3), "input 'tensor_scale'", kFloatTypes);
 
   // dequant(W)[r, c] in float32.
   auto weight_at = [&](const Expr& r, const Expr& c) {
@@ -105,7 +107,7 @@ std::vector<te::Tensor> build_quant_linear(OpContext& ctx) {
       case Format::NvFp4: {
         const te::Tensor& ts = ctx.input(3);
         std::vector<Expr> zero(ts.ndim(), Expr(0));
-        return decode_e2m1(code) * decode_e4m3(cast(kIndexType, s)) * ts(zero);
+        return decode_e2m1(code) * decode_e4m3(cast(kIndexType, s)) * f32(ts(zero));
       }
       case Format::MxFp4: return decode_e2m1(code) * decode_e8m0(cast(kIndexType, s));
       case Format::Int4: return (f32(code) - f32(ctx.input(3)({r, c / block}))) * f32(s);

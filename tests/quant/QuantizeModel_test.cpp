@@ -99,6 +99,34 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizeModelTest,
                          ::testing::Values(Case{quant::QuantFormat::NvFp4, 0}, Case{quant::QuantFormat::MxFp4, 0},
                                            Case{quant::QuantFormat::Int4, 32}, Case{quant::QuantFormat::Int4, 128}));
 
+TEST(QuantizeModel, Float16ActivationsAndTensorScaleAsAPluginPassesThem) {
+  // A TensorRT plugin built for float16 passes every float input as float16, the tensor scale too.
+  const int64_t m = 2, k = 64, n = 16;
+  Graph g = matmul_graph(m, k, n, random_tensor(DType::Float32, {k, n}, 9));
+  const HostTensor x32 = random_tensor(DType::Float32, {m, k}, 4);
+  quant::quantize_model(g, {});
+  const std::vector<HostTensor> want = run_graph_on_cpu(g, {{"x", x32}});
+  HostTensor x16(DType::Float16, {m, k});
+  for (int64_t i = 0; i < m * k; ++i) x16.set_double(i, x32.get_double(i));
+  g.values[g.inputs[0]].type->dtype = DType::Float16;
+  for (Value& v : g.values) {
+    if (v.name == "w_tensor_scale") {
+      HostTensor s16(DType::Float16, {1});
+      s16.set_double(0, v.constant->get_double(0));
+      v.constant = s16;
+      v.type->dtype = DType::Float16;
+    }
+  }
+  const std::vector<HostTensor> got = run_graph_on_cpu(g, {{"x", x16}});
+  ASSERT_EQ(got[0].dtype(), DType::Float16);
+  double err = 0, norm = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    err += (got[0].get_double(i) - want[0].get_double(i)) * (got[0].get_double(i) - want[0].get_double(i));
+    norm += want[0].get_double(i) * want[0].get_double(i);
+  }
+  EXPECT_LT(std::sqrt(err / norm), 5e-3);
+}
+
 TEST(QuantizeModel, RoundTripsThroughExternalData) {
   const int64_t m = 2, k = 64, n = 16;
   Graph g = matmul_graph(m, k, n, random_tensor(DType::Float32, {k, n}, 3));
