@@ -7,8 +7,9 @@
 //      Gemm, Conv) with a contraction tile are built tiled through shared memory instead;
 //   5. replace tensor reads by loads from buffers;
 //   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
-//   7. fuse adjacent per-row stages into one loop over rows where the schedule says so, and turn
-//      divisions by loop invariants into multiplications where it says so;
+//   7. fuse adjacent per-row stages into one loop over rows where the schedule says so, read a
+//      row's input into registers once for all its stages where it says so, and turn divisions
+//      by loop invariants into multiplications where it says so;
 //   8. allocate intermediate buffers, simplify.
 // With KILN_LOG_IR set, the IR after each step is printed to stderr.
 #include "kiln/lower/Lower.h"
@@ -19,6 +20,7 @@
 #include <unordered_set>
 
 #include "ApplySchedule.h"
+#include "CacheRowReads.h"
 #include "CrossThreadReduce.h"
 #include "FuseRowStages.h"
 #include "ReciprocalDivisors.h"
@@ -225,6 +227,10 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   if (schedule.fuse_row_stages) {
     body = fuse_row_stages(body, func.stage_notes);
     log_ir("fuse row stages", body);
+  }
+  if (schedule.cache_row_bytes > 0) {
+    body = cache_row_reads(body, schedule.cache_row_bytes);
+    log_ir("cache row reads", body);
   }
   if (schedule.reciprocal_divisors) {
     body = reciprocal_divisors(body);

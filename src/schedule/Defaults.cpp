@@ -16,6 +16,9 @@ using Kind = LoopTransform::Kind;
 
 constexpr int64_t kThreadsPerBlock = 256;
 constexpr int kVectorBytes = 16;
+// Registers per thread that a row kernel may spend on keeping its slice of the row between
+// stages: 64 words, a row of 32768 floats over 512 threads.
+constexpr int64_t kRowCacheBytes = 256;
 
 LoopTransform split(const std::string& loop, int64_t factor) { return {Kind::Split, loop, "", factor, {}, ForKind::Serial}; }
 LoopTransform fuse(const std::string& a, const std::string& b) { return {Kind::Fuse, a, b, 0, {}, ForKind::Serial}; }
@@ -213,6 +216,7 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
   Schedule schedule;
   schedule.fuse_row_stages = true;
   schedule.reciprocal_divisors = true;
+  schedule.cache_row_bytes = kRowCacheBytes;
   std::unordered_set<const te::TensorNode*> is_input;
   for (const te::Tensor& t : inputs) is_input.insert(t.node().get());
   std::vector<te::Tensor> stages;

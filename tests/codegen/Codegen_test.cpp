@@ -182,6 +182,12 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   EXPECT_NE(cuda.find("kiln::block_allreduce<0>"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("kiln::copy_vector<4>"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("node 'sm' (Softmax)"), std::string::npos) << cuda;
+  // The row is read from memory once, into registers, for all three stages.
+  EXPECT_NE(cuda.find("float x_row[4];"), std::string::npos) << cuda;
+  size_t global_reads = 0;
+  for (size_t at = cuda.find("&x["); at != std::string::npos; at = cuda.find("&x[", at + 1)) ++global_reads;
+  EXPECT_EQ(global_reads, 1u) << cuda;
+  EXPECT_NE(cuda.find("kiln::exp_via_exp2("), std::string::npos) << cuda;
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes

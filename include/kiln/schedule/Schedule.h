@@ -114,6 +114,10 @@ class Schedule {
   // once before the loop (src/lower/ReciprocalDivisors.cpp); an ulp of rounding for a division
   // per element. The CPU reference keeps exact division.
   bool reciprocal_divisors = false;
+  // > 0 (with fuse_row_stages): a buffer that several stages of a row kernel read through the
+  // same per-thread vector slices is read once per row into registers, up to this many bytes per
+  // thread (src/lower/CacheRowReads.cpp): one read from memory instead of one per stage.
+  int64_t cache_row_bytes = 0;
 
  private:
   std::map<std::string, StageSchedule> stages_;
