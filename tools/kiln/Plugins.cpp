@@ -1,9 +1,12 @@
 // kiln plugins model.onnx -o DIR: TensorRT IPluginV3 plugins for chosen nodes, a rewritten ONNX
 // model that names them, and a report (package/Plugins.h).
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "Commands.h"
 #include "kiln/package/Plugins.h"
+#include "kiln/support/Error.h"
 
 namespace kiln::cli {
 
@@ -24,11 +27,30 @@ std::vector<std::string> split_list(const std::string& s) {
 struct PluginsArgs {
   std::string model, out, nodes, op_types, target = "sm_90", dtypes = "fp32,fp16,bf16";
   std::string plugin_namespace, prefix = "kiln_", tensorrt_root, nvcc;
+  std::string bench_sizes;  // --bench: symbol values for the timing run, e.g. batch=32,seq=1024
   bool fuse = false, no_build = false;
   int jobs = 2;
 };
 
+// Times every plugin's kernel against PyTorch eager on this machine's GPU and writes the times
+// into the report (bench/plugins/bench_plugins.py; needs a GPU, torch and nvcc).
+int run_bench(const std::string& out_dir, const std::string& sizes) {
+  const std::filesystem::path script = std::filesystem::path(KILN_SOURCE_DIR) / "bench/plugins/bench_plugins.py";
+  if (!std::filesystem::exists(script)) {
+    throw UserError("--bench needs " + script.string() + " (the kiln source tree this kiln was built from)");
+  }
+  const std::string command = "python3 '" + script.string() + "' '" + out_dir + "' --sizes '" + sizes + "'";
+  std::cout << "benchmarking: " << command << std::endl;
+  const int status = std::system(command.c_str());
+  if (status != 0) {
+    throw UserError("--bench failed (exit status " + std::to_string(status) +
+                    "); it needs a CUDA GPU with PyTorch; the packages are complete without it");
+  }
+  return 0;
+}
+
 int run_plugins(const PluginsArgs& a) {
+  if (!a.bench_sizes.empty() && a.no_build) throw UserError("--bench needs the libraries built; drop --no-build");
   package::PluginOptions o;
   o.nodes = split_list(a.nodes);
   o.op_types = split_list(a.op_types);
@@ -46,7 +68,7 @@ int run_plugins(const PluginsArgs& a) {
   std::cout << r.plugins.size() << " plugin(s) in " << r.out_dir << "\n  rewritten model: " << r.rewritten_model
             << "\n  combined library: " << (r.built ? r.combined_library : std::string("not built (--no-build)"))
             << "\n  report: " << r.out_dir << "/report.md\n";
-  return 0;
+  return a.bench_sizes.empty() ? 0 : run_bench(r.out_dir, a.bench_sizes);
 }
 
 }  // namespace
@@ -70,6 +92,9 @@ void register_plugins(CLI::App& app) {
   cmd->add_option("--nvcc", a->nvcc, "nvcc to build with (default: $CUDACXX, PATH, /usr/local/cuda/bin/nvcc)");
   cmd->add_flag("--no-build", a->no_build, "Only write the sources; do not build the libraries");
   cmd->add_option("-j,--jobs", a->jobs, "Parallel build jobs")->capture_default_str();
+  cmd->add_option("--bench", a->bench_sizes,
+                  "On a GPU: time each plugin's kernel against PyTorch eager at these symbol values\n"
+                  "(e.g. batch=32,seq=1024) and write the times into report.md/report.json");
   cmd->callback([a] { set_exit_code(run_plugins(*a)); });
 }
 
