@@ -12,8 +12,8 @@
 // Split-K (grid.z > 1, for grids too small to fill the GPU):
 //  variant 1: raw fp32 sums added into a zeroed `partial` with atomics; w4_finish_kernel then
 //    applies scales, bias and the activation (a memset, atomics and a second kernel).
-//  variant 2 (default, KILN_QUANT_GEMM_VARIANT=1 selects 1): each split stores its raw sums into
-//    its own slice of `partial`; the last CTA of a tile to finish (per-tile counter) adds the
+//  variant 2 (KILN_QUANT_GEMM_VARIANT=2; the default stays 1 until timed): each split stores its
+//    raw sums into its own slice of `partial`; the last CTA of a tile to finish (per-tile counter) adds the
 //    slices in split order (deterministic) and runs the epilogue itself. Variant 2 also skips the
 //    token tiles of a CTA that lie wholly past M (M = 51: 7 of 8) and requests its first weight
 //    stages before grid_dependency_wait() (programmatic dependent launch, as GEMV variant 4+).

@@ -303,8 +303,9 @@ constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWei
 //  5: as 4 (programmatic dependent launch; 6 steps deep), with variant 1's K split (~16 warps per
 //     SM, half the steps per warp of 4 for large N) and the accumulators of a step split into
 //     independent mma chains (mma_step_chains: 4 at NT = 1, 2 at NT = 2).
-//  6: as 5, but x is staged once: right after grid_dependency_wait() the CTA copies its valid
-//     tokens x all of K into shared memory (one L2 round trip per CTA, behind the weight requests
+//  6 (KILN_QUANT_GEMV_VARIANT=6; not the default until timed): as 5, but x is staged once:
+//     right after grid_dependency_wait() the CTA copies its valid tokens x all of K into shared
+//     memory (one L2 round trip per CTA, behind the weight requests
 //     already queued) and every step reads x from there, so no step waits on L2 for x (variant
 //     5 issued one L2 round trip per step, queued behind the weight flood). The x registers this
 //     frees hold a deeper weight ring (8 steps at NT = 1, non-INT4). Only where the stage fits
