@@ -127,18 +127,22 @@ TEST(QuantizeModel, Float16ActivationsAndTensorScaleAsAPluginPassesThem) {
   EXPECT_LT(std::sqrt(err / norm), 5e-3);
 }
 
-TEST(QuantizeModel, RoundTripsThroughExternalData) {
+TEST(QuantizeModel, QuantizesAModelWithExternalDataAndWritesExternalData) {
   const int64_t m = 2, k = 64, n = 16;
-  Graph g = matmul_graph(m, k, n, random_tensor(DType::Float32, {k, n}, 3));
-  const HostTensor x = random_tensor(DType::Float32, {m, k}, 5);
-  quant::quantize_model(g, {});
-  const std::vector<HostTensor> before = run_graph_on_cpu(g, {{"x", x}});
   const auto dir = std::filesystem::temp_directory_path() / ("kiln_quant_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   ExportOptions out;
   out.domain_versions["kiln"] = 1;
-  out.external_data_file = "model.onnx.data";
   out.external_data_threshold = 16;
+  // The input model keeps its weight in an external data file.
+  out.external_data_file = "float.onnx.data";
+  save_onnx(matmul_graph(m, k, n, random_tensor(DType::Float32, {k, n}, 3)), (dir / "float.onnx").string(), out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "float.onnx.data"));
+  Graph g = load_onnx((dir / "float.onnx").string());
+  ASSERT_EQ(quant::quantize_model(g, {}).layers.size(), 1u);
+  const HostTensor x = random_tensor(DType::Float32, {m, k}, 5);
+  const std::vector<HostTensor> before = run_graph_on_cpu(g, {{"x", x}});
+  out.external_data_file = "model.onnx.data";
   save_onnx(g, (dir / "model.onnx").string(), out);
   ASSERT_TRUE(std::filesystem::exists(dir / "model.onnx.data"));
   Graph loaded = load_onnx((dir / "model.onnx").string());
