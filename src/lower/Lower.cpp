@@ -3,7 +3,8 @@
 //   2. choose which injective tensors to inline into their consumers (fusion of elementwise chains);
 //   3. build one loop nest per remaining stage (reductions get an accumulator);
 //   4. apply each stage's schedule (split, fuse, reorder, bind, vectorize, unroll), then spread
-//      reductions over the threads of a block where the schedule says so; contractions (MatMul,
+//      reductions over the threads of a block where the schedule says so (row reductions along
+//      threadIdx.x, reductions over outer axes along threadIdx.y); contractions (MatMul,
 //      Gemm, Conv) with a contraction tile are built tiled through shared memory instead;
 //   5. replace tensor reads by loads from buffers;
 //   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
@@ -24,6 +25,7 @@
 #include "CrossThreadReduce.h"
 #include "FuseRowStages.h"
 #include "ReciprocalDivisors.h"
+#include "SplitColumnReduction.h"
 #include "TileContraction.h"
 #include "VectorizeLoops.h"
 #include "kiln/ir/IRMutator.h"
@@ -189,6 +191,9 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     }
     if (!contraction && stage_schedule && stage_schedule->reduce_threads > 0) {
       stage = cross_thread_reduce(stage, stage_schedule->reduce_threads, stage_schedule->reduce_vector);
+    }
+    if (!contraction && stage_schedule && stage_schedule->reduce_row_threads > 1) {
+      stage = split_column_reduction(stage, stage_schedule->reduce_row_threads);
     }
     func.stage_notes.push_back(t.name() + " = " + (t->origin.empty() ? std::string("(no source node)") : t->origin) +
                                "; schedule: " +

@@ -19,6 +19,9 @@ constexpr int kVectorBytes = 16;
 // Registers per thread that a row kernel may spend on keeping its slice of the row between
 // stages: 64 words, a row of 32768 floats over 512 threads.
 constexpr int64_t kRowCacheBytes = 256;
+// Reductions over outer axes: a warp of output vectors by 16 threads along the reduced rows.
+constexpr int64_t kColumnThreads = 32;
+constexpr int64_t kColumnRowThreads = 16;
 
 LoopTransform split(const std::string& loop, int64_t factor) { return {Kind::Split, loop, "", factor, {}, ForKind::Serial}; }
 LoopTransform fuse(const std::string& a, const std::string& b) { return {Kind::Fuse, a, b, 0, {}, ForKind::Serial}; }
@@ -107,20 +110,64 @@ StageSchedule row_reduction(const te::Tensor& t, const Row& row) {
   return s;
 }
 
+// The narrowest dtype of the tensors an expression reads (its 16-byte loads carry the most lanes).
+class NarrowestRead : public IRVisitor {
+ public:
+  int64_t bytes = 0;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const TensorRead* op) override {
+    const int64_t b = dtype_bytes(op->tensor->dtype);
+    if (bytes == 0 || b < bytes) bytes = b;
+    IRVisitor::visit(op);
+  }
+};
+
+// A reduction over outer axes: threads along the contiguous output axis. Where the outputs come
+// in whole vectors of 16 bytes of input (lanes) and whole warps of them, each thread owns one
+// vector of outputs (an accumulator per lane, 16-byte loads) and kColumnRowThreads threads in
+// threadIdx.y split the reduced rows between them (SplitColumnReduction); otherwise a thread per
+// output, serial over the reduction.
 StageSchedule column_reduction(const te::Tensor& t) {
   StageSchedule s;
   if (t.ndim() == 0) {
     s.description = "reduction to a scalar: one thread";
     return s;
   }
+  const int n = t.ndim();
   std::vector<std::string> names;
-  for (int d = 0; d < t.ndim(); ++d) names.push_back(axis(d));
+  for (int d = 0; d < n; ++d) names.push_back(axis(d));
+  NarrowestRead read;
+  read.visit(t->body);
+  const int64_t lanes = read.bytes > 0 ? std::max<int64_t>(1, kVectorBytes / read.bytes) : 1;
+  auto last = as_const_int(t.shape(n - 1));
+  auto outputs = as_const_int(product(t.shape(), 0, t.shape().size()));
+  if (lanes > 1 && last && outputs && *last % lanes == 0 &&
+      (*outputs / lanes) % kColumnThreads == 0) {
+    s.transforms.push_back(split(axis(n - 1), lanes));
+    names.back() = axis(n - 1) + ".o";
+    const std::string all = fuse_all(s.transforms, names);
+    s.transforms.push_back(split(all, kColumnThreads));
+    s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
+    s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
+    s.transforms.push_back(vectorize(axis(n - 1) + ".i"));
+    s.reduce_row_threads = kColumnRowThreads;
+    s.description = "reduction over outer axes: blocks of " + std::to_string(kColumnThreads) +
+                    " x " + std::to_string(kColumnRowThreads) + " threads, " +
+                    std::to_string(lanes) +
+                    " outputs per thread along the contiguous axis (16-byte loads, an accumulator "
+                    "per lane), the reduced "
+                    "rows split over threadIdx.y and combined through shared memory";
+    return s;
+  }
   const std::string all = fuse_all(s.transforms, names);
   s.transforms.push_back(split(all, kThreadsPerBlock));
   s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
   s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
-  s.description = "reduction over outer axes: a thread per output, " + std::to_string(kThreadsPerBlock) +
-                  " threads along the contiguous output axis (coalesced), serial over the reduction";
+  s.description =
+      "reduction over outer axes: a thread per output, " + std::to_string(kThreadsPerBlock) +
+      " threads along the contiguous output axis (coalesced), serial over the reduction";
   return s;
 }
 

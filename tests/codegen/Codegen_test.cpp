@@ -69,6 +69,16 @@ Functions column_sum() {
   return {{x}, {y}};
 }
 
+// y[j] = sum_r x[r, j] over [200, 256] (constant shape: whole warps of 16-byte output vectors).
+Functions column_sum_constant(DType dtype) {
+  te::Tensor x = te::placeholder("x", dtype, {200, 256});
+  IterVar r = te::reduce_axis(200, "r");
+  te::Tensor y = te::compute(
+      "y", {256}, [&](const std::vector<Expr>& i) { return te::sum(cast(Type(DType::Float32), x({r.var, i[0]})), {r}); },
+      "node 'rs' (ReduceSum)");
+  return {{x}, {y}};
+}
+
 // C[i, j] = sum_k A[i, k] * B[k, j] over [m, 64] x [64, 48], accumulated in float32; bfloat16
 // stores through a second (epilogue) stage.
 Functions matmul(DType dtype) {
@@ -191,6 +201,14 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes
+  // Reduction over rows: 16-byte loads along the contiguous axis, an accumulator per lane, the
+  // rows split over threadIdx.y and combined through shared memory.
+  const std::string colsum = codegen::generate_module({lower_functions("colsum", column_sum_constant(DType::BFloat16), true)},
+                                                      codegen::Target::Cuda);
+  EXPECT_NE(colsum.find("kiln::copy_vector<8>(&x_v[0L], &x["), std::string::npos) << colsum;
+  EXPECT_NE(colsum.find("float y_acc[8];"), std::string::npos) << colsum;
+  EXPECT_NE(colsum.find("dim3(32, 16, 1)"), std::string::npos) << colsum;
+  EXPECT_NE(colsum.find("__shared__ float y_acc_partial[512];"), std::string::npos) << colsum;
   // MatMul: tiles through shared memory with barriers, register accumulators, not a thread per output.
   const LoweredFunc mm = lower_functions("matmul", matmul(DType::Float32), true);
   const std::string mm_cuda = codegen::generate_module({mm}, codegen::Target::Cuda);
@@ -208,6 +226,8 @@ TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
                                     lower_functions("chain_bf16", elementwise_chain(DType::BFloat16), true),
                                     lower_functions("softmax", row_softmax(), true),
                                     lower_functions("colsum", column_sum(), true),
+                                    lower_functions("colsum_f32", column_sum_constant(DType::Float32), true),
+                                    lower_functions("colsum_bf16", column_sum_constant(DType::BFloat16), true),
                                     lower_functions("matmul_f32", matmul(DType::Float32), true),
                                     lower_functions("matmul_bf16", matmul(DType::BFloat16), true)};
   const fs::path dir = fresh_dir("cuda");

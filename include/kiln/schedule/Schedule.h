@@ -95,6 +95,11 @@ struct StageSchedule {
   // > 1 (with reduce_threads): each thread reads this many consecutive elements of the row per
   // step (a vectorized loop, so 16-byte loads) when the row length is a multiple of it.
   int64_t reduce_vector = 1;
+  // > 1 (reductions over outer axes whose outputs are bound to threadIdx.x): the outermost
+  // reduction loop is spread over this many threads in threadIdx.y, with an accumulator per lane
+  // of the output's Vectorized loop (16-byte loads along the contiguous axis) and the partial
+  // results combined through shared memory (src/lower/SplitColumnReduction.cpp).
+  int64_t reduce_row_threads = 0;
   std::string description;  // one line, printed above the generated kernel
 };
 
