@@ -4,6 +4,7 @@
 
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRVisitor.h"
 
 namespace kiln {
 namespace {
@@ -47,16 +48,40 @@ class ExpandAccumulator : public IRMutator {
   Expr lane_;
 };
 
+class Mentions : public IRVisitor {
+ public:
+  explicit Mentions(Expr v) : v_(std::move(v)) {}
+  bool found = false;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Variable* op) override { found = found || op == v_.get(); }
+
+ private:
+  Expr v_;
+};
+
+bool mentions(const Expr& e, const Expr& v) {
+  if (!v.defined()) return false;
+  Mentions m(v);
+  m.visit(e);
+  return m.found;
+}
+
 // The update store at the bottom of a nest of loops and guards, as given by `wrap`; undefined
-// when the nest holds anything else.
+// when the nest holds anything else, or when a loop bound or guard of the nest depends on the
+// lane `lane` (a pooling window's padding test on the output column: the lane loop cannot move
+// inside it).
 template <typename Wrap>
-Stmt wrap_update(const Stmt& s, const Buffer& acc, const Wrap& wrap) {
+Stmt wrap_update(const Stmt& s, const Buffer& acc, const Expr& lane, const Wrap& wrap) {
   if (const For* f = s.as<For>()) {
-    Stmt b = wrap_update(f->body, acc, wrap);
+    if (mentions(f->min, lane) || mentions(f->extent, lane)) return Stmt();
+    Stmt b = wrap_update(f->body, acc, lane, wrap);
     return b.defined() ? For::make(f->var, f->min, f->extent, f->for_kind, b) : Stmt();
   }
   if (const IfThenElse* i = s.as<IfThenElse>(); i && !i->else_case.defined()) {
-    Stmt b = wrap_update(i->then_case, acc, wrap);
+    if (mentions(i->condition, lane)) return Stmt();
+    Stmt b = wrap_update(i->then_case, acc, lane, wrap);
     return b.defined() ? IfThenElse::make(i->condition, b) : Stmt();
   }
   if (const Store* st = s.as<Store>(); st && st->buffer.same_as(acc)) return wrap(s);
@@ -83,7 +108,8 @@ Stmt split(const Allocate* a, const For* lane, const Threads& threads, int64_t r
   if (!extent || !lanes) return Stmt();
   // The update's combiner, from the store at the bottom of the nest.
   std::optional<ReduceKind> kind;
-  wrap_update(seq->stmts[1], a->buffer, [&](const Stmt& s) {
+  const Expr lane_var = lane ? lane->var : Expr();
+  wrap_update(seq->stmts[1], a->buffer, lane_var, [&](const Stmt& s) {
     kind = combiner_kind(s.as<Store>()->value);
     return s;
   });
@@ -96,7 +122,7 @@ Stmt split(const Allocate* a, const For* lane, const Threads& threads, int64_t r
     Stmt e = ExpandAccumulator(a->buffer, acc, lane_index).mutate(s);
     return lane ? For::make(lane->var, 0, Expr(*lanes), ForKind::Vectorized, e) : e;
   };
-  Stmt update = wrap_update(outer->body, a->buffer, per_lane);
+  Stmt update = wrap_update(outer->body, a->buffer, lane_var, per_lane);
   if (!update.defined()) return Stmt();
 
   // Rows of the outermost reduction loop: r = k * rows + ty.
@@ -125,12 +151,12 @@ Stmt split(const Allocate* a, const For* lane, const Threads& threads, int64_t r
                                       {Expr(threads.x * rows)}, MemoryScope::Shared);
   const Expr w = var("w"), y = var("y");
   const Stmt sync = Evaluate::make(Call::make(Type(DType::Int32), Intrinsic::SyncThreads, {}));
-  const Stmt gather =
-      For::make(y, 0, Expr(rows - 1), ForKind::Serial,
-                Store::make(acc,
-                            reduce_combine(*kind, Load::make(acc, w),
-                                           Load::make(partial, (y + Expr(1)) * Expr(threads.x) + threads.tx)),
-                            w));
+  const Stmt gather = For::make(
+      y, 0, Expr(rows - 1), ForKind::Serial,
+      Store::make(acc,
+                  reduce_combine(*kind, Load::make(acc, w),
+                                 Load::make(partial, (y + Expr(1)) * Expr(threads.x) + threads.tx)),
+                  w));
   // The first barrier keeps a lane's writes from overtaking the previous lane's (or output
   // group's) reads by thread (x, 0).
   const Stmt combine = For::make(

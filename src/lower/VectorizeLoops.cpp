@@ -71,10 +71,29 @@ Expr contiguous_base(const Expr& index, const Expr& v, int64_t lanes) {
   return base.defined() ? base : Expr(0);
 }
 
-// Replaces contiguous loads with reads of per-load local arrays.
+// The variables that loops and lets inside a statement bind.
+class BoundInside : public IRVisitor {
+ public:
+  std::vector<Expr> vars;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const For* op) override {
+    vars.push_back(op->var);
+    IRVisitor::visit(op);
+  }
+  void visit(const LetStmt* op) override {
+    vars.push_back(op->var);
+    IRVisitor::visit(op);
+  }
+};
+
+// Replaces contiguous loads with reads of per-load local arrays. A load whose offset depends on
+// a loop or let inside the vectorized loop (a reduction's row) stays where it is.
 class HoistLoads : public IRMutator {
  public:
-  HoistLoads(const Expr& v, int64_t lanes) : v_(v), lanes_(lanes) {}
+  HoistLoads(const Expr& v, int64_t lanes, std::vector<Expr> inner)
+      : v_(v), lanes_(lanes), inner_(std::move(inner)) {}
   struct Hoisted {
     Buffer global, local;
     Expr base;
@@ -86,6 +105,9 @@ class HoistLoads : public IRMutator {
   Expr visit(const Load* op, const Expr& self) override {
     if (op->buffer->scope != MemoryScope::Global) return IRMutator::visit(op, self);
     Expr base = contiguous_base(op->index, v_, lanes_);
+    for (const Expr& w : inner_) {
+      if (base.defined() && mentions(base, w)) base = Expr();
+    }
     if (!base.defined()) return IRMutator::visit(op, self);
     for (const Hoisted& h : hoisted) {
       if (h.global.same_as(op->buffer) && structurally_equal(h.base, base)) return Load::make(h.local, v_);
@@ -98,6 +120,7 @@ class HoistLoads : public IRMutator {
  private:
   Expr v_;
   int64_t lanes_;
+  std::vector<Expr> inner_;
 };
 
 Stmt vectorize_one(const For* loop) {
@@ -112,7 +135,9 @@ Stmt vectorize_one(const For* loop) {
   }
   const Store* store = body.as<Store>();
   Expr out_base = store && store->buffer->scope == MemoryScope::Global ? contiguous_base(store->index, v, lanes) : Expr();
-  HoistLoads hoist(v, lanes);
+  BoundInside inner;
+  inner.visit(body);
+  HoistLoads hoist(v, lanes, inner.vars);
   std::vector<Stmt> seq;
   Buffer result;
   Stmt compute;

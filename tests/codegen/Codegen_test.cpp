@@ -79,6 +79,18 @@ Functions column_sum_constant(DType dtype) {
   return {{x}, {y}};
 }
 
+// A pooling-like column reduction: the condition reads the output column, so the lane loop cannot
+// move inside it (y[j] = max over r < 200 with r + j < 300 of x[r, j]).
+Functions column_max_guarded() {
+  te::Tensor x = te::placeholder("x", DType::Float32, {200, 256});
+  IterVar r = te::reduce_axis(200, "r");
+  te::Tensor y = te::compute(
+      "y", {256},
+      [&](const std::vector<Expr>& i) { return te::max_reduce(x({r.var, i[0]}), {r}, r.var + i[0] < Expr(300)); },
+      "node 'mp' (MaxPool)");
+  return {{x}, {y}};
+}
+
 // C[i, j] = sum_k A[i, k] * B[k, j] over [m, 64] x [64, 48], accumulated in float32; bfloat16
 // stores through a second (epilogue) stage.
 Functions matmul(DType dtype) {
@@ -228,6 +240,7 @@ TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
                                     lower_functions("colsum", column_sum(), true),
                                     lower_functions("colsum_f32", column_sum_constant(DType::Float32), true),
                                     lower_functions("colsum_bf16", column_sum_constant(DType::BFloat16), true),
+                                    lower_functions("colmax_guarded", column_max_guarded(), true),
                                     lower_functions("matmul_f32", matmul(DType::Float32), true),
                                     lower_functions("matmul_bf16", matmul(DType::BFloat16), true)};
   const fs::path dir = fresh_dir("cuda");
