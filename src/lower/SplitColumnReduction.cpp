@@ -135,12 +135,13 @@ Stmt split(const Allocate* a, const For* lane, const Threads& threads, int64_t r
     return *extent % rows == 0 ? s : IfThenElse::make(r < Expr(*extent), s);
   };
   Stmt nest;
-  constexpr int64_t kUnroll = 4;  // loads in flight per thread
-  if (steps % kUnroll == 0 && steps > kUnroll) {
+  // Loads in flight per thread: 8 steps unrolled where the steps allow, else 4.
+  const int64_t unroll = steps % 8 == 0 && steps > 8 ? 8 : steps % 4 == 0 && steps > 4 ? 4 : 1;
+  if (unroll > 1) {
     const Expr ko = var(name + "_k"), ku = var(name + "_u");
-    nest = For::make(
-        ko, 0, Expr(steps / kUnroll), ForKind::Serial,
-        For::make(ku, 0, Expr(kUnroll), ForKind::Unrolled, step(ko * Expr(kUnroll) + ku)));
+    nest =
+        For::make(ko, 0, Expr(steps / unroll), ForKind::Serial,
+                  For::make(ku, 0, Expr(unroll), ForKind::Unrolled, step(ko * Expr(unroll) + ku)));
   } else {
     const Expr k = var(name + "_k");
     nest = For::make(k, 0, Expr(steps), ForKind::Serial, step(k));
@@ -152,7 +153,7 @@ Stmt split(const Allocate* a, const For* lane, const Threads& threads, int64_t r
   const Expr w = var("w"), y = var("y");
   const Stmt sync = Evaluate::make(Call::make(Type(DType::Int32), Intrinsic::SyncThreads, {}));
   const Stmt gather = For::make(
-      y, 0, Expr(rows - 1), ForKind::Serial,
+      y, 0, Expr(rows - 1), ForKind::Unrolled,
       Store::make(acc,
                   reduce_combine(*kind, Load::make(acc, w),
                                  Load::make(partial, (y + Expr(1)) * Expr(threads.x) + threads.tx)),

@@ -19,9 +19,11 @@ constexpr int kVectorBytes = 16;
 // Registers per thread that a row kernel may spend on keeping its slice of the row between
 // stages: 64 words, a row of 32768 floats over 512 threads.
 constexpr int64_t kRowCacheBytes = 256;
-// Reductions over outer axes: a warp of output vectors by 16 threads along the reduced rows.
+// Reductions over outer axes: a warp of output vectors by 4 threads per lane along the reduced
+// rows, at most 32 (16 for float32, 32 for 2-byte inputs: as many threads per input byte either
+// way, since a 2-byte vector covers twice the outputs).
 constexpr int64_t kColumnThreads = 32;
-constexpr int64_t kColumnRowThreads = 16;
+int64_t column_row_threads(int64_t lanes) { return std::min<int64_t>(32, 4 * lanes); }
 
 LoopTransform split(const std::string& loop, int64_t factor) { return {Kind::Split, loop, "", factor, {}, ForKind::Serial}; }
 LoopTransform fuse(const std::string& a, const std::string& b) { return {Kind::Fuse, a, b, 0, {}, ForKind::Serial}; }
@@ -56,7 +58,8 @@ int64_t row_threads(const Expr& columns) {
   if (*c <= 256) return 32;
   if (*c <= 1024) return 128;
   if (*c <= 8192) return 256;
-  return 512;
+  if (*c <= 16384) return 512;
+  return 1024;
 }
 
 // A row reduction reads some tensor with its innermost reduction variable as the last index.
@@ -126,7 +129,7 @@ class NarrowestRead : public IRVisitor {
 
 // A reduction over outer axes: threads along the contiguous output axis. Where the outputs come
 // in whole vectors of 16 bytes of input (lanes) and whole warps of them, each thread owns one
-// vector of outputs (an accumulator per lane, 16-byte loads) and kColumnRowThreads threads in
+// vector of outputs (an accumulator per lane, 16-byte loads) and column_row_threads threads in
 // threadIdx.y split the reduced rows between them (SplitColumnReduction); otherwise a thread per
 // output, serial over the reduction.
 StageSchedule column_reduction(const te::Tensor& t) {
@@ -152,9 +155,9 @@ StageSchedule column_reduction(const te::Tensor& t) {
     s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
     s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
     s.transforms.push_back(vectorize(axis(n - 1) + ".i"));
-    s.reduce_row_threads = kColumnRowThreads;
+    s.reduce_row_threads = column_row_threads(lanes);
     s.description = "reduction over outer axes: blocks of " + std::to_string(kColumnThreads) +
-                    " x " + std::to_string(kColumnRowThreads) + " threads, " +
+                    " x " + std::to_string(s.reduce_row_threads) + " threads, " +
                     std::to_string(lanes) +
                     " outputs per thread along the contiguous axis (16-byte loads, an accumulator "
                     "per lane), the reduced "

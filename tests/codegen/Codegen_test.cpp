@@ -219,8 +219,8 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
                                                       codegen::Target::Cuda);
   EXPECT_NE(colsum.find("kiln::copy_vector<8>(&x_v[0L], &x["), std::string::npos) << colsum;
   EXPECT_NE(colsum.find("float y_acc[8];"), std::string::npos) << colsum;
-  EXPECT_NE(colsum.find("dim3(32, 16, 1)"), std::string::npos) << colsum;
-  EXPECT_NE(colsum.find("__shared__ float y_acc_partial[512];"), std::string::npos) << colsum;
+  EXPECT_NE(colsum.find("dim3(32, 32, 1)"), std::string::npos) << colsum;  // 32 rows of threads for bf16
+  EXPECT_NE(colsum.find("__shared__ float y_acc_partial[1024];"), std::string::npos) << colsum;
   // MatMul: tiles through shared memory with barriers, register accumulators, not a thread per output.
   const LoweredFunc mm = lower_functions("matmul", matmul(DType::Float32), true);
   const std::string mm_cuda = codegen::generate_module({mm}, codegen::Target::Cuda);
