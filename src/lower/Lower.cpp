@@ -134,27 +134,9 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   for (const te::Tensor& t : outputs) is_output.insert(t.node().get());
 
   // 1. Order the tensors, stopping at the inputs.
-  std::vector<te::Tensor> order;
-  {
-    std::unordered_set<const te::TensorNode*> seen(is_input.begin(), is_input.end());
-    std::vector<std::pair<te::Tensor, bool>> stack;
-    for (auto it = outputs.rbegin(); it != outputs.rend(); ++it) stack.emplace_back(*it, false);
-    while (!stack.empty()) {
-      auto [t, expanded] = stack.back();
-      stack.pop_back();
-      if (expanded) {
-        order.push_back(t);
-        continue;
-      }
-      if (!seen.insert(t.node().get()).second) continue;
-      if (t.is_placeholder()) {
-        internal_error("lowering " + name + ": tensor " + t.name() + " is read but is not an input");
-      }
-      stack.emplace_back(t, true);
-      for (const te::Tensor& in : te::direct_inputs(t)) {
-        if (!seen.count(in.node().get())) stack.emplace_back(in, false);
-      }
-    }
+  const std::vector<te::Tensor> order = te::topological_order(outputs, inputs);
+  for (const te::Tensor& t : order) {
+    if (t.is_placeholder()) internal_error("lowering " + name + ": tensor " + t.name() + " is read but is not an input");
   }
 
   // 2. Choose what to inline.

@@ -89,9 +89,10 @@ std::vector<Tensor> direct_inputs(const Tensor& t) {
   return reads.tensors;
 }
 
-std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
+std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs, const std::vector<Tensor>& stop_at) {
   std::vector<Tensor> order;
   std::unordered_set<const TensorNode*> done;
+  for (const Tensor& t : stop_at) done.insert(t.node().get());
   // Iterative post-order: deep graphs (hundreds of layers) must not overflow the stack.
   std::vector<std::pair<Tensor, bool>> stack;
   for (auto it = outputs.rbegin(); it != outputs.rend(); ++it) stack.emplace_back(*it, false);

@@ -73,8 +73,10 @@ ir::Expr min_reduce(ir::Expr source, std::vector<ir::IterVar> axes, ir::Expr con
 // The tensors `t`'s body reads directly, in first-use order, without duplicates.
 std::vector<Tensor> direct_inputs(const Tensor& t);
 
-// Every tensor reachable from `outputs`, producers before consumers.
-std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs);
+// Every tensor reachable from `outputs`, producers before consumers. Tensors in `stop_at` are
+// boundaries: neither listed nor followed to their own inputs.
+std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs,
+                                      const std::vector<Tensor>& stop_at = {});
 
 // Replaces reads of each compute tensor in `inline_these` with its body (injective only).
 Tensor inline_tensors(const Tensor& t, const std::vector<Tensor>& inline_these);
