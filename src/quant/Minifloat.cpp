@@ -81,26 +81,4 @@ float e8m0_to_float(uint8_t bits) {
   return std::ldexp(1.0f, static_cast<int>(bits) - 127);
 }
 
-uint16_t fp16_from_float(float value) {
-  KILN_ASSERT(!std::isnan(value), "NaN reached fp16_from_float");
-  // IEEE binary16: overflow goes to infinity (only scales and zeros are stored this way).
-  if (std::fabs(value) > 65519.0f) return std::signbit(value) ? 0xfc00 : 0x7c00;
-  return static_cast<uint16_t>(MiniFormat{5, 10, 15, 65504.0}.encode(value));
-}
-float fp16_to_float(uint16_t bits) {
-  if ((bits & 0x7c00u) == 0x7c00u) {
-    if (bits & 0x3ffu) return std::nanf("");
-    return (bits & 0x8000u) ? -INFINITY : INFINITY;
-  }
-  return static_cast<float>(MiniFormat{5, 10, 15, 65504.0}.decode(bits));
-}
-
-uint16_t bf16_from_float(float value) {
-  KILN_ASSERT(!std::isnan(value), "NaN reached bf16_from_float");
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);  // ties to even
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
-
 }  // namespace kiln::quant

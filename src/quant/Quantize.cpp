@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kiln/quant/Minifloat.h"
+#include "kiln/runtime/HostTensor.h"
 #include "kiln/support/Error.h"
 
 namespace kiln::quant {
@@ -40,14 +41,14 @@ uint8_t get_nibble(const std::vector<uint8_t>& data, int64_t row_bytes, int64_t 
 }
 
 void store_half(std::vector<uint8_t>& out, int64_t index, DType dtype, float value) {
-  const uint16_t bits = dtype == DType::Float16 ? fp16_from_float(value) : bf16_from_float(value);
+  const uint16_t bits = dtype == DType::Float16 ? float_to_half_bits(value) : float_to_bfloat16_bits(value);
   std::memcpy(out.data() + 2 * index, &bits, 2);
 }
 
 float load_half(const std::vector<uint8_t>& in, int64_t index, DType dtype) {
   uint16_t bits;
   std::memcpy(&bits, in.data() + 2 * index, 2);
-  return dtype == DType::Float16 ? fp16_to_float(bits) : bf16_to_float(bits);
+  return dtype == DType::Float16 ? half_bits_to_float(bits) : bfloat16_bits_to_float(bits);
 }
 
 float block_amax(std::span<const float> w, int64_t begin, int64_t count) {

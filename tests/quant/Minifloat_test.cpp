@@ -1,4 +1,5 @@
 #include "kiln/quant/Minifloat.h"
+#include "kiln/runtime/HostTensor.h"
 
 #include <gtest/gtest.h>
 
@@ -71,14 +72,14 @@ TEST(QuantMinifloat, E8M0AndHalfFormats) {
   EXPECT_EQ(e8m0_from_exponent(300), 254);
   EXPECT_EQ(e8m0_to_float(130), 8.0f);
   EXPECT_TRUE(std::isnan(e8m0_to_float(255)));
-  EXPECT_EQ(fp16_from_float(1.0f), 0x3c00);
-  EXPECT_EQ(fp16_from_float(65504.0f), 0x7bff);
-  EXPECT_EQ(fp16_from_float(std::ldexp(1.0f, -24)), 0x0001);
-  EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(bf16_from_float(1.0f), 0x3f80);
-  EXPECT_EQ(bf16_from_float(1.0f + std::ldexp(1.0f, -8)), 0x3f80);       // tie: even
-  EXPECT_EQ(bf16_from_float(1.0f + std::ldexp(3.0f, -8)), 0x3f82);       // tie: even
-  EXPECT_EQ(bf16_to_float(0x4040), 3.0f);
+  EXPECT_EQ(float_to_half_bits(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half_bits(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_half_bits(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(half_bits_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(float_to_bfloat16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_bfloat16_bits(1.0f + std::ldexp(1.0f, -8)), 0x3f80);       // tie: even
+  EXPECT_EQ(float_to_bfloat16_bits(1.0f + std::ldexp(3.0f, -8)), 0x3f82);       // tie: even
+  EXPECT_EQ(bfloat16_bits_to_float(0x4040), 3.0f);
 }
 
 }  // namespace

@@ -23,9 +23,7 @@ float e4m3_to_float(uint8_t bits);
 uint8_t e8m0_from_exponent(int exponent);
 float e8m0_to_float(uint8_t bits);
 
-uint16_t fp16_from_float(float value);
-float fp16_to_float(uint16_t bits);
-uint16_t bf16_from_float(float value);
-float bf16_to_float(uint16_t bits);
+// float16 and bfloat16 (the INT4 scales and zeros) use HostTensor's conversions
+// (include/kiln/runtime/HostTensor.h), shared with the CPU backend.
 
 }  // namespace kiln::quant
