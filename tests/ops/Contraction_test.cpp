@@ -2,7 +2,7 @@
 // the CPU reference.
 #include <gtest/gtest.h>
 
-#include "OpsTestGraph.h"
+#include "TestGraph.h"
 #include "kiln/ops/GraphTensors.h"
 #include "kiln/runtime/GraphRunner.h"
 #include "kiln/support/Error.h"

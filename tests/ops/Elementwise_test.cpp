@@ -2,7 +2,7 @@
 // the cases where ONNX differs from the obvious C expression (integer Div/Mod signs, Clip bounds).
 #include <gtest/gtest.h>
 
-#include "NodeTestGraph.h"
+#include "TestGraph.h"
 
 namespace kiln {
 namespace {

@@ -1,7 +1,7 @@
 // Building a whole graph: known-value tracking and inspection mode.
 #include <gtest/gtest.h>
 
-#include "NodeTestGraph.h"
+#include "TestGraph.h"
 
 namespace kiln {
 namespace {

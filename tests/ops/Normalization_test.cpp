@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "NodeTestGraph.h"
+#include "TestGraph.h"
 
 namespace kiln {
 namespace {

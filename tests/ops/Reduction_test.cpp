@@ -2,7 +2,7 @@
 // reference (axes as attribute and as input, ArgMax ties, CumSum modes).
 #include <gtest/gtest.h>
 
-#include "NodeTestGraph.h"
+#include "TestGraph.h"
 
 namespace kiln {
 namespace {
