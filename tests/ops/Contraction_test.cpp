@@ -12,21 +12,12 @@ namespace {
 
 using test::OpsTestGraph;
 
-std::string infer_error(Graph& g) {
-  try {
-    ops::infer_types(g);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(MatMul, InnerDimensionMismatch) {
   OpsTestGraph b;
   const int a = b.input("a", DType::Float32, {2, 3});
   const int c = b.input("b", DType::Float32, {4, 5});
   b.output(b.node("mm", OpKind::MatMul, {a, c}));
-  EXPECT_EQ(infer_error(b.graph),
+  EXPECT_EQ(b.error(),
             "node 'mm' (MatMul): inner dimensions do not match: A [2, 3] has 3 columns but B [4, 5] has 4 rows");
 }
 
@@ -65,7 +56,7 @@ TEST(Conv, ChannelMismatch) {
   const int x = b.input("x", DType::Float32, {1, 3, 5, 5});
   const int w = b.input("w", DType::Float32, {8, 4, 3, 3});
   b.output(b.node("conv", OpKind::Conv, {x, w}));
-  EXPECT_EQ(infer_error(b.graph),
+  EXPECT_EQ(b.error(),
             "node 'conv' (Conv): X [1, 3, 5, 5] has 3 channels but W [8, 4, 3, 3] expects 4 (4 per group x group 1)");
 }
 

@@ -12,27 +12,18 @@ namespace {
 
 using test::OpsTestGraph;
 
-std::string infer_error(Graph& g) {
-  try {
-    ops::infer_types(g);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(Reshape, ImpossibleShapeNamesBothShapes) {
   OpsTestGraph b;
   const int x = b.input("x", DType::Float32, {2, 3});
   b.output(b.node("r", OpKind::Reshape, {x, b.ints("shape", {4, 2})}));
-  EXPECT_EQ(infer_error(b.graph), "node 'r' (Reshape): cannot reshape [2, 3] (6 elements) into [4, 2] (8 elements)");
+  EXPECT_EQ(b.error(), "node 'r' (Reshape): cannot reshape [2, 3] (6 elements) into [4, 2] (8 elements)");
 }
 
 TEST(Reshape, MinusOneThatDoesNotDivide) {
   OpsTestGraph b;
   const int x = b.input("x", DType::Float32, {2, 3});
   b.output(b.node("r", OpKind::Reshape, {x, b.ints("shape", {4, -1})}));
-  EXPECT_EQ(infer_error(b.graph),
+  EXPECT_EQ(b.error(),
             "node 'r' (Reshape): cannot reshape [2, 3] (6 elements) into [4, -1]: the element count is not a "
             "multiple of 4");
 }
@@ -42,7 +33,7 @@ TEST(Reshape, ShapeInputThatIsNotKnown) {
   const int x = b.input("x", DType::Float32, {2, 3});
   const int shape = b.input("target", DType::Int64, {2});
   b.output(b.node("r", OpKind::Reshape, {x, shape}));
-  EXPECT_EQ(infer_error(b.graph),
+  EXPECT_EQ(b.error(),
             "node 'r' (Reshape): input 1 ('shape', value 'target') must be known when compiling (an initializer, a "
             "Constant, or computed from shapes); kiln specializes kernels on it");
 }
@@ -75,7 +66,7 @@ TEST(Concat, RankMismatch) {
   const int x = b.input("x", DType::Float32, {2, 3});
   const int y = b.input("y", DType::Float32, {2, 3, 1});
   b.output(b.node("c", OpKind::Concat, {x, y}, {{"axis", OpsTestGraph::int_attr(0)}}));
-  EXPECT_EQ(infer_error(b.graph),
+  EXPECT_EQ(b.error(),
             "node 'c' (Concat): input 1 has rank 3 ([2, 3, 1]) but input 0 has rank 2 ([2, 3]); Concat inputs must "
             "have equal rank");
 }
@@ -85,7 +76,7 @@ TEST(Concat, OffAxisDimensionMismatch) {
   const int x = b.input("x", DType::Float32, {2, 3});
   const int y = b.input("y", DType::Float32, {2, 4});
   b.output(b.node("c", OpKind::Concat, {x, y}, {{"axis", OpsTestGraph::int_attr(0)}}));
-  EXPECT_EQ(infer_error(b.graph),
+  EXPECT_EQ(b.error(),
             "node 'c' (Concat): input 1 has shape [2, 4] but input 0 has shape [2, 3]: dimension 1 differs (4 vs 3) "
             "off the concatenation axis 0");
 }
