@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "kiln/ir/ExprUsesVar.h"
 #include "kiln/ir/Equality.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
@@ -14,21 +15,6 @@ namespace kiln {
 namespace {
 
 using namespace ir;
-
-class Variables : public IRVisitor {
- public:
-  std::set<const void*> found;
-  using IRVisitor::visit;
-
- protected:
-  void visit(const Variable* op) override { found.insert(op); }
-};
-
-bool mentions(const Expr& e, const Expr& v) {
-  Variables vars;
-  vars.visit(e);
-  return vars.found.count(v.get()) > 0;
-}
 
 // A whole-vector load of a global buffer into a local array, inside a thread loop.
 struct VectorRead {
@@ -107,7 +93,7 @@ class CollectReads : public IRVisitor {
       return std::nullopt;
     const For* step = nullptr;
     for (const For* f : loops_) {
-      if (!mentions(ramp->base, f->var)) continue;
+      if (!expr_uses_var(ramp->base, f->var)) continue;
       if (step || !is_zero(f->min) || !as_const_int(f->extent)) return std::nullopt;
       step = f;
     }
@@ -117,15 +103,15 @@ class CollectReads : public IRVisitor {
     for (const Expr& g : guards_) {
       if (!g.defined()) return std::nullopt;
       for (const For* f : loops_) {
-        if (f != step && mentions(g, f->var)) return std::nullopt;
+        if (f != step && expr_uses_var(g, f->var)) return std::nullopt;
       }
       guard = guard.defined() ? guard && g : g;
     }
     for (const For* f : loops_) {
-      if (f != step && mentions(ramp->base, f->var)) return std::nullopt;
+      if (f != step && expr_uses_var(ramp->base, f->var)) return std::nullopt;
     }
     for (const Expr& v : lets_) {  // names bound inside the row: the read cannot move to its top
-      if (mentions(ramp->base, v) || (guard.defined() && mentions(guard, v))) return std::nullopt;
+      if (expr_uses_var(ramp->base, v) || (guard.defined() && expr_uses_var(guard, v))) return std::nullopt;
     }
     VectorRead r{op,     thread_,    step, simplify(substitute(ramp->base, canonical)),
                  Expr(), ramp->lanes};

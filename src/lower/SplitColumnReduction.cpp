@@ -2,9 +2,9 @@
 
 #include <optional>
 
+#include "kiln/ir/ExprUsesVar.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
-#include "kiln/ir/IRVisitor.h"
 
 namespace kiln {
 namespace {
@@ -48,26 +48,6 @@ class ExpandAccumulator : public IRMutator {
   Expr lane_;
 };
 
-class Mentions : public IRVisitor {
- public:
-  explicit Mentions(Expr v) : v_(std::move(v)) {}
-  bool found = false;
-  using IRVisitor::visit;
-
- protected:
-  void visit(const Variable* op) override { found = found || op == v_.get(); }
-
- private:
-  Expr v_;
-};
-
-bool mentions(const Expr& e, const Expr& v) {
-  if (!v.defined()) return false;
-  Mentions m(v);
-  m.visit(e);
-  return m.found;
-}
-
 // The update store at the bottom of a nest of loops and guards, as given by `wrap`; undefined
 // when the nest holds anything else, or when a loop bound or guard of the nest depends on the
 // lane `lane` (a pooling window's padding test on the output column: the lane loop cannot move
@@ -75,12 +55,12 @@ bool mentions(const Expr& e, const Expr& v) {
 template <typename Wrap>
 Stmt wrap_update(const Stmt& s, const Buffer& acc, const Expr& lane, const Wrap& wrap) {
   if (const For* f = s.as<For>()) {
-    if (mentions(f->min, lane) || mentions(f->extent, lane)) return Stmt();
+    if (expr_uses_var(f->min, lane) || expr_uses_var(f->extent, lane)) return Stmt();
     Stmt b = wrap_update(f->body, acc, lane, wrap);
     return b.defined() ? For::make(f->var, f->min, f->extent, f->for_kind, b) : Stmt();
   }
   if (const IfThenElse* i = s.as<IfThenElse>(); i && !i->else_case.defined()) {
-    if (mentions(i->condition, lane)) return Stmt();
+    if (expr_uses_var(i->condition, lane)) return Stmt();
     Stmt b = wrap_update(i->then_case, acc, lane, wrap);
     return b.defined() ? IfThenElse::make(i->condition, b) : Stmt();
   }

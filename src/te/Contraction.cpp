@@ -2,29 +2,11 @@
 
 #include <set>
 
-#include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/ExprUsesVar.h"
 
 namespace kiln::te {
-namespace {
 
 using namespace ir;
-
-class UsedVariables : public IRVisitor {
- public:
-  std::set<const ExprNode*> used;
-  using IRVisitor::visit;
-
- protected:
-  void visit(const Variable* op) override { used.insert(op); }
-};
-
-std::set<const ExprNode*> variables_of(const Expr& e) {
-  UsedVariables u;
-  if (e.defined()) u.visit(e);
-  return u.used;
-}
-
-}  // namespace
 
 std::optional<Contraction> as_contraction(const Tensor& t) {
   if (t.is_placeholder() || t.ndim() < 1) return std::nullopt;
@@ -35,7 +17,7 @@ std::optional<Contraction> as_contraction(const Tensor& t) {
   Contraction c;
   c.a = mul->a;
   c.b = mul->b;
-  std::set<const ExprNode*> in_a = variables_of(c.a), in_b = variables_of(c.b);
+  std::set<const ExprNode*> in_a = variables_in(c.a), in_b = variables_in(c.b);
   const int last = t.ndim() - 1;
   if (in_a.count(t->axes[last].var.get()) && !in_b.count(t->axes[last].var.get())) {
     std::swap(c.a, c.b);
@@ -47,7 +29,7 @@ std::optional<Contraction> as_contraction(const Tensor& t) {
     (a && !b ? c.m_axes : !a && b ? c.n_axes : c.batch_axes).push_back(d);
   }
   if (c.m_axes.empty() || c.n_axes.empty() || c.n_axes.back() != last) return std::nullopt;
-  const std::set<const ExprNode*> in_condition = variables_of(red->condition);
+  const std::set<const ExprNode*> in_condition = variables_in(red->condition);
   bool reads_m = false, reads_n = false;
   for (int d : c.m_axes) reads_m = reads_m || in_condition.count(t->axes[d].var.get());
   for (int d : c.n_axes) reads_n = reads_n || in_condition.count(t->axes[d].var.get());
