@@ -1,0 +1,61 @@
+#pragma once
+// The contract between generated code and the contraction templates (kernels/gemm/): what a
+// contraction is, how its operands lie in memory, and what the epilogue functor receives.
+//
+//   C[b, m, n] = sum_k A[b, m, k] * B_j[b, k, n]      (j = 0, or j = 0 and 1 for a dual product)
+//
+// The template computes the sums in fp32 and hands them to the epilogue, a functor printed by
+// kiln's CUDA printer for each contraction site: it applies whatever elementwise chain followed
+// the contraction in the model (casts, bias, residual, GELU, the gate*up product) and stores the
+// result itself, so the template never knows the output's dtype or layout:
+//
+//   struct Epilogue {
+//     __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc0) const;             // one B
+//     __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc0, float acc1) const; // dual
+//   };
+//
+// It is called exactly once per (b, m, n) with b < batch, m < m, n < n, from any thread.
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace kiln::gemm {
+
+constexpr int kMaxBatchRank = 4;
+
+// One operand, elements of type T (the template's element type: __half or __nv_bfloat16).
+// A's element (b, m, k) is at  data[batch_offset(b) + m * stride_mn + k * stride_k],
+// B's element (b, k, n) is at  data[batch_offset(b) + n * stride_mn + k * stride_k],
+// where batch_offset(b) = sum_d digit_d(b) * batch_stride[d], the digits of the flat batch index
+// b over Problem::batch_extent (row-major; stride 0 broadcasts the operand along that dim).
+struct Operand {
+  const void* data = nullptr;
+  int64_t stride_mn = 0;
+  int64_t stride_k = 0;
+  int64_t batch_stride[kMaxBatchRank] = {0, 0, 0, 0};
+};
+
+struct Problem {
+  int64_t m = 0, n = 0, k = 0;
+  int batch_rank = 0;                                  // 0: no batch (batch = 1)
+  int64_t batch_extent[kMaxBatchRank] = {1, 1, 1, 1};
+  Operand a;
+  Operand b[2];
+  int num_b = 1;                                       // 2: a dual product sharing A
+
+  __host__ __device__ int64_t batch() const {
+    int64_t p = 1;
+    for (int d = 0; d < batch_rank; ++d) p *= batch_extent[d];
+    return p;
+  }
+  // Element offset of operand `op` for flat batch index `b`.
+  __host__ __device__ int64_t batch_offset(const Operand& op, int64_t b) const {
+    int64_t offset = 0;
+    for (int d = batch_rank - 1; d >= 0; --d) {
+      offset += (b % batch_extent[d]) * op.batch_stride[d];
+      b /= batch_extent[d];
+    }
+    return offset;
+  }
+};
+
+}  // namespace kiln::gemm
