@@ -394,6 +394,9 @@ void CodePrinter::print_for(const For* op) {
   close_block();
 }
 
+// Targets without the templates (the CPU) run the reference loops.
+void CodePrinter::print_template_contraction(const TemplateContraction* op) { stmt(op->reference); }
+
 void CodePrinter::print_allocate(const Allocate* op) {
   const Buffer& b = op->buffer;
   auto n = as_const_int(b.num_elements());
@@ -445,6 +448,7 @@ void CodePrinter::stmt(const Stmt& s) {
       line() << "(void)" << expr(v) << ";\n";
       return;
     }
+    case NodeKind::TemplateContraction: print_template_contraction(s.as<TemplateContraction>()); return;
     default: internal_error(std::string("cannot print statement ") + node_kind_name(s.kind()));
   }
 }

@@ -138,6 +138,13 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
   for (size_t k = 0; k < f.stages.size(); ++k) {
     reset_names();
     const Stmt& stage = f.stages[k];
+    if (const TemplateContraction* tc = stage.as<TemplateContraction>()) {
+      blank_line();
+      line() << "// kernel " << k << " of " << f.name << ": " << (k < notes.size() ? notes[k] : std::string("(no note)"))
+             << "\n";
+      print_epilogue(f, k, tc);
+      continue;
+    }
     FindLaunchShape launch;
     launch.visit(stage);
     const int64_t threads = launch.shape.threads[0] * launch.shape.threads[1] * launch.shape.threads[2];
@@ -154,6 +161,10 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
 
 void CudaPrinter::print_invoke(const FunctionLayout& f) {
   for (size_t k = 0; k < f.stages.size(); ++k) {
+    if (const TemplateContraction* tc = f.stages[k].as<TemplateContraction>()) {
+      print_template_call(f, k, tc);
+      continue;
+    }
     FindLaunchShape launch;
     launch.visit(f.stages[k]);
     const LaunchShape& s = launch.shape;
@@ -230,5 +241,82 @@ std::string CudaPrinter::print_block_allreduce(const Call* op) {
 }
 
 void CudaPrinter::print_sync_threads() { line() << "__syncthreads();\n"; }
+
+// ---- contraction templates (kernels/gemm/) -----------------------------------------------
+
+void CudaPrinter::print_template_contraction(const TemplateContraction*) {
+  internal_error("a template contraction inside a kernel (it must be a stage of its own)");
+}
+
+std::string CudaPrinter::epilogue_name(const FunctionLayout& f, size_t stage) {
+  return kernel_name(f, stage) + "_epilogue";
+}
+
+// The epilogue functor of kernels/gemm/gemm_problem.cuh: the buffers and symbols the epilogue
+// uses as members, its statements as the call operator over (batch, m, n, accumulators).
+void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
+  const std::vector<Buffer> buffers = buffers_used(f, op->epilogue);
+  open_block("struct " + epilogue_name(f, stage));
+  line() << "static constexpr int kNumB = " << op->b.size() << ";\n";
+  for (const Buffer& b : buffers) line() << type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
+  for (const Expr& s : f.symbols) line() << "int64_t " << var_name(s) << ";\n";
+  const std::string unused = "[[maybe_unused]] ";
+  std::string params = unused + "int64_t " + var_name(op->batch_var) + ", " + unused + "int64_t " + var_name(op->m_var) +
+                       ", " + unused + "int64_t " + var_name(op->n_var);
+  for (const Expr& acc : op->acc_vars) params += ", " + unused + "float " + var_name(acc);
+  open_block("__device__ __forceinline__ void operator()(" + params + ") const");
+  stmt(op->epilogue);
+  close_block();
+  close_block(";");
+}
+
+// Fills a kiln::gemm::Problem from the bound buffers and symbols and calls the template the
+// schedule chose: the small-M kernel when M is at most config.gemv_max_m, the tensor-core
+// kernel otherwise (both compiled; M is often a symbol, so the choice is made per call).
+void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
+  const GemmTemplate& c = op->config;
+  const std::string t = type_name(op->a.buffer->dtype);
+  auto s = [](int64_t v) { return std::to_string(v); };
+  open_block("");
+  line() << "// " << op->description << "\n";
+  line() << "// path: " << c.reason << "\n";
+  line() << "kiln::gemm::Problem problem;\n";
+  line() << "problem.m = " << expr(op->m) << ";\n";
+  line() << "problem.n = " << expr(op->n) << ";\n";
+  line() << "problem.k = " << expr(op->k) << ";\n";
+  line() << "problem.batch_rank = " << op->batch_extents.size() << ";\n";
+  for (size_t d = 0; d < op->batch_extents.size(); ++d) {
+    line() << "problem.batch_extent[" << d << "] = " << expr(op->batch_extents[d]) << ";\n";
+  }
+  auto operand = [&](const std::string& field, const ContractionOperand& x) {
+    line() << field << ".data = " << buffer_name(x.buffer) << " + " << expr(x.offset) << ";\n";
+    line() << field << ".stride_mn = " << expr(x.stride_mn) << ";\n";
+    line() << field << ".stride_k = " << expr(x.stride_k) << ";\n";
+    for (size_t d = 0; d < x.batch_strides.size(); ++d) {
+      line() << field << ".batch_stride[" << d << "] = " << expr(x.batch_strides[d]) << ";\n";
+    }
+  };
+  operand("problem.a", op->a);
+  for (size_t j = 0; j < op->b.size(); ++j) operand("problem.b[" + s(j) + "]", op->b[j]);
+  line() << "problem.num_b = " << op->b.size() << ";\n";
+  const std::string args = compute_args(f, buffers_used(f, op->epilogue));
+  line() << "const " << epilogue_name(f, stage) << " epilogue{" << args << "};\n";
+  const std::string cuda_stream = "static_cast<cudaStream_t>(stream)";
+  const std::string gemm = "kiln::gemm::gemm<" + t + ", kiln::gemm::TileConfig<" + s(c.bm) + ", " + s(c.bn) + ", " +
+                           s(c.bk) + ", " + s(c.warps_m) + ", " + s(c.warps_n) + ", " + s(c.stages) + ">>(problem, epilogue, " +
+                           (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
+                                                        expr(op->split_k.num_elements()) + ") * 4"
+                                                  : std::string("nullptr, 0")) +
+                           ", " + cuda_stream + ")";
+  if (c.gemv_max_m > 0) {
+    const std::string gemv = "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
+                             s(c.gemv_warps) + ">>(problem, epilogue, " + cuda_stream + ")";
+    line() << "const cudaError_t launched = problem.m <= " << c.gemv_max_m << " ? " << gemv << " : " << gemm << ";\n";
+  } else {
+    line() << "const cudaError_t launched = " << gemm << ";\n";
+  }
+  line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
+  close_block();
+}
 
 }  // namespace kiln::codegen

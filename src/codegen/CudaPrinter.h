@@ -21,6 +21,12 @@ class CudaPrinter : public CodePrinter {
   void print_copy(const std::string& dst, const std::string& src, const std::string& bytes) override;
   void print_for(const ir::For* op) override;
   void print_allocate(const ir::Allocate* op) override;
+  void print_template_contraction(const ir::TemplateContraction* op) override;
+
+ private:
+  std::string epilogue_name(const FunctionLayout& f, size_t stage);
+  void print_epilogue(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
+  void print_template_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   std::string print_block_allreduce(const ir::Call* op) override;
   void print_sync_threads() override;
   std::string unroll_pragma() override { return "#pragma unroll"; }

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
 #include "kiln/support/Error.h"
 #include "kiln/te/Tensor.h"
 
@@ -326,6 +327,51 @@ Stmt Allocate::make(Buffer buffer, Stmt body) {
   node->buffer = std::move(buffer);
   node->body = std::move(body);
   return Stmt(std::move(node));
+}
+
+Stmt TemplateContraction::make(std::vector<Expr> batch_extents, Expr m, Expr n, Expr k, ContractionOperand a,
+                               std::vector<ContractionOperand> b, Expr batch_var, Expr m_var, Expr n_var,
+                               std::vector<Expr> acc_vars, Stmt epilogue, Stmt reference, Buffer split_k,
+                               GemmTemplate config, std::string description) {
+  KILN_ASSERT(m.defined() && n.defined() && k.defined() && epilogue.defined() && reference.defined(),
+              "malformed TemplateContraction");
+  KILN_ASSERT(!b.empty() && b.size() <= 2 && acc_vars.size() == b.size(), "TemplateContraction with {} B operands",
+              b.size());
+  KILN_ASSERT(batch_extents.size() <= 4, "TemplateContraction with {} batch dims (at most 4)", batch_extents.size());
+  for (const ContractionOperand* op : {&a, &b[0], &b.back()}) {
+    KILN_ASSERT(op->buffer.defined() && op->offset.defined() && op->stride_mn.defined() && op->stride_k.defined() &&
+                    op->batch_strides.size() == batch_extents.size(),
+                "malformed TemplateContraction operand");
+    KILN_ASSERT(op->buffer->dtype == a.buffer->dtype, "TemplateContraction operands of different dtypes");
+  }
+  for (const Expr& v : {batch_var, m_var, n_var}) KILN_ASSERT(v.as<Variable>(), "TemplateContraction index is not a variable");
+  for (const Expr& v : acc_vars) {
+    KILN_ASSERT(v.as<Variable>() && v.type() == Type(DType::Float32), "TemplateContraction accumulator {}", to_string(v));
+  }
+  auto node = std::make_shared<TemplateContraction>();
+  node->batch_extents = std::move(batch_extents);
+  node->m = std::move(m);
+  node->n = std::move(n);
+  node->k = std::move(k);
+  node->a = std::move(a);
+  node->b = std::move(b);
+  node->batch_var = std::move(batch_var);
+  node->m_var = std::move(m_var);
+  node->n_var = std::move(n_var);
+  node->acc_vars = std::move(acc_vars);
+  node->epilogue = std::move(epilogue);
+  node->reference = std::move(reference);
+  node->split_k = std::move(split_k);
+  node->config = std::move(config);
+  node->description = std::move(description);
+  return Stmt(std::move(node));
+}
+
+Stmt TemplateContraction::with(std::vector<Expr> batch_extents_, Expr m_, Expr n_, Expr k_, ContractionOperand a_,
+                               std::vector<ContractionOperand> b_, Stmt epilogue_, Stmt reference_) const {
+  return make(std::move(batch_extents_), std::move(m_), std::move(n_), std::move(k_), std::move(a_), std::move(b_),
+              batch_var, m_var, n_var, acc_vars, std::move(epilogue_), std::move(reference_), split_k, config,
+              description);
 }
 
 Stmt Evaluate::make(Expr value) {

@@ -149,6 +149,29 @@ Stmt IRMutator::visit(const Evaluate* op, const Stmt& self) {
   Expr v = mutate(op->value);
   return v.same_as(op->value) ? self : Evaluate::make(v);
 }
+Stmt IRMutator::visit(const TemplateContraction* op, const Stmt& self) {
+  bool changed = false;
+  auto expr = [&](const Expr& e) {
+    Expr r = mutate(e);
+    changed = changed || !r.same_as(e);
+    return r;
+  };
+  auto operand = [&](const ContractionOperand& x) {
+    ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}};
+    for (const Expr& e : x.batch_strides) r.batch_strides.push_back(expr(e));
+    return r;
+  };
+  std::vector<Expr> extents;
+  for (const Expr& e : op->batch_extents) extents.push_back(expr(e));
+  Expr m = expr(op->m), n = expr(op->n), k = expr(op->k);
+  ContractionOperand a = operand(op->a);
+  std::vector<ContractionOperand> b;
+  for (const ContractionOperand& x : op->b) b.push_back(operand(x));
+  Stmt epilogue = mutate(op->epilogue), reference = mutate(op->reference);
+  changed = changed || !epilogue.same_as(op->epilogue) || !reference.same_as(op->reference);
+  if (!changed) return self;
+  return op->with(std::move(extents), m, n, k, std::move(a), std::move(b), epilogue, reference);
+}
 
 namespace {
 

@@ -193,6 +193,39 @@ class Printer : public IRVisitor {
     visit(op->value);
     os_ << "\n";
   }
+  void visit(const TemplateContraction* op) override {
+    indent();
+    os_ << "template contraction (" << op->description << "): batch [";
+    for (size_t d = 0; d < op->batch_extents.size(); ++d) {
+      os_ << (d ? ", " : "");
+      visit(op->batch_extents[d]);
+    }
+    os_ << "], m ";
+    visit(op->m);
+    os_ << ", n ";
+    visit(op->n);
+    os_ << ", k ";
+    visit(op->k);
+    os_ << ", A " << op->a.buffer->name;
+    for (const ContractionOperand& b : op->b) os_ << ", B " << b.buffer->name;
+    os_ << "; epilogue at (";
+    visit(op->batch_var);
+    os_ << ", ";
+    visit(op->m_var);
+    os_ << ", ";
+    visit(op->n_var);
+    os_ << ") {\n";
+    ++depth_;
+    visit(op->epilogue);
+    --depth_;
+    indent();
+    os_ << "} reference {\n";
+    ++depth_;
+    visit(op->reference);
+    --depth_;
+    indent();
+    os_ << "}\n";
+  }
 
  private:
   std::ostream& os_;

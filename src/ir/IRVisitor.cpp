@@ -104,5 +104,19 @@ void IRVisitor::visit(const IfThenElse* op) {
 }
 void IRVisitor::visit(const Allocate* op) { visit(op->body); }
 void IRVisitor::visit(const Evaluate* op) { visit(op->value); }
+void IRVisitor::visit(const TemplateContraction* op) {
+  for (const Expr& e : op->batch_extents) visit(e);
+  visit(op->m);
+  visit(op->n);
+  visit(op->k);
+  for (const ContractionOperand* x : {&op->a, &op->b[0], &op->b.back()}) {
+    visit(x->offset);
+    visit(x->stride_mn);
+    visit(x->stride_k);
+    for (const Expr& e : x->batch_strides) visit(e);
+  }
+  visit(op->epilogue);
+  visit(op->reference);
+}
 
 }  // namespace kiln::ir

@@ -16,6 +16,8 @@
 #include "kiln/lower/Lower.h"
 
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <iostream>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +28,7 @@
 #include "FuseRowStages.h"
 #include "ReciprocalDivisors.h"
 #include "SplitColumnReduction.h"
+#include "TemplateContraction.h"
 #include "TileContraction.h"
 #include "VectorizeLoops.h"
 #include "kiln/ir/IRMutator.h"
@@ -143,9 +146,11 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   CountReads counts;
   for (const te::Tensor& t : order) counts.visit(t->body);
   std::vector<te::Tensor> inlined;
+  const std::set<const te::TensorNode*> keep = keep_template_operands(order, schedule);
   if (options.inline_injective) {
     for (const te::Tensor& t : order) {
-      if (t->pattern == te::Pattern::Injective && !is_output.count(t.node().get()) && counts.reads[t.node().get()] <= 1) {
+      if (t->pattern == te::Pattern::Injective && !is_output.count(t.node().get()) && counts.reads[t.node().get()] <= 1 &&
+          !keep.count(t.node().get())) {
         inlined.push_back(t);
       }
     }
@@ -153,14 +158,50 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   std::unordered_set<const te::TensorNode*> inlined_set;
   for (const te::Tensor& t : inlined) inlined_set.insert(t.node().get());
 
-  // 3-4. One scheduled loop nest per stage.
-  std::vector<Stmt> stages;
-  std::vector<Buffer> temporaries;
+  // 3-4. One scheduled loop nest per stage; contractions the templates compute, with the stages
+  // folded into their epilogues, become one TemplateContraction at the last such stage.
+  std::vector<LoweringStage> staged;
   for (const te::Tensor& original : order) {
     if (inlined_set.count(original.node().get())) continue;
     const te::Tensor t = te::inline_tensors(original, inlined);
-    Buffer out = Buffer::make(t.name(), t.dtype(), t.shape());
-    buffers[original.node().get()] = out;
+    staged.push_back({original, t});
+    buffers[original.node().get()] = Buffer::make(t.name(), t.dtype(), t.shape());
+  }
+  const std::map<const te::TensorNode*, Buffer> buffer_map(buffers.begin(), buffers.end());
+  std::map<const te::TensorNode*, const TemplateGroup*> group_of;
+  const std::vector<TemplateGroup> groups = plan_template_contractions(
+      staged, std::set<const te::TensorNode*>(is_output.begin(), is_output.end()), buffer_map, schedule);
+  for (const TemplateGroup& g : groups) {
+    for (const LoweringStage& s : g.contractions) group_of[s.original.node().get()] = &g;
+    for (const LoweringStage& s : g.chain) group_of[s.original.node().get()] = &g;
+  }
+  std::vector<Stmt> stages;
+  std::vector<Buffer> temporaries;
+  for (const LoweringStage& stage_tensors : staged) {
+    const te::Tensor& original = stage_tensors.original;
+    const te::Tensor& t = stage_tensors.inlined;
+    const Buffer& out = buffers[original.node().get()];
+    if (auto g = group_of.find(original.node().get()); g != group_of.end()) {
+      const TemplateGroup& group = *g->second;
+      if (!group.written().original.same_as(original)) continue;  // folded into a later stage
+      const te::Tensor& first = group.contractions.front().inlined;
+      const StageSchedule& contraction_schedule = *schedule.find(first.name());
+      const Stmt call = template_contraction(group, buffer_map, *contraction_schedule.gemm_template);
+      const TemplateContraction* node = call.as<TemplateContraction>();
+      func.stage_notes.push_back(t.name() + " = " + node->description + "; schedule: contraction template (" +
+                                 contraction_schedule.gemm_template->reason + ")");
+      for (const LoweringStage& s : group.contractions) {
+        if (!s.inlined->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + s.inlined->origin;
+      }
+      for (const LoweringStage& s : group.chain) {
+        if (!s.inlined->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + s.inlined->origin;
+      }
+      stages.push_back(call);
+      temporaries.push_back(node->split_k);
+      if (is_output.count(original.node().get())) func.outputs.push_back(out);
+      else temporaries.push_back(out);
+      continue;
+    }
     const StageSchedule* stage_schedule = schedule.find(t.name());
     std::optional<te::Contraction> contraction;
     if (stage_schedule && stage_schedule->contraction_tile) contraction = te::as_contraction(t);
@@ -179,7 +220,11 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     }
     func.stage_notes.push_back(t.name() + " = " + (t->origin.empty() ? std::string("(no source node)") : t->origin) +
                                "; schedule: " +
-                               (contraction ? stage_schedule->contraction_description
+                               (contraction ? (stage_schedule->gemm_template
+                                                   ? std::string("no contraction template (its factors are not float16/"
+                                                                 "bfloat16 buffers read at affine addresses), ")
+                                                   : std::string()) +
+                                                  stage_schedule->contraction_description
                                 : stage_schedule ? stage_schedule->description : std::string("serial loops")));
     if (!t->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + t->origin;
     stages.push_back(stage);

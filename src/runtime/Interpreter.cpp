@@ -144,6 +144,7 @@ class Interpreter {
         return;
       }
       case NodeKind::Evaluate: eval(s.as<Evaluate>()->value); return;
+      case NodeKind::TemplateContraction: exec(s.as<TemplateContraction>()->reference); return;
       default: internal_error(std::string("the interpreter cannot run ") + node_kind_name(s.kind()));
     }
   }

@@ -187,6 +187,38 @@ ContractionTile contraction_tile(const te::Tensor& t, const te::Contraction& c) 
   return big ? ContractionTile{128, 128, 8, 8, 8} : ContractionTile{32, 32, 16, 2, 2};
 }
 
+// The contraction template for a contraction whose factors are float16/bfloat16 reads widened to
+// float32 (MatMul, Gemm, attention's products): the small-M kernel up to 16 rows of A (unless M
+// is known to be larger), the tensor-core kernel above, its tile from the output's sides.
+std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contraction& c) {
+  auto half_read = [](const Expr& e) {
+    const Cast* cast = e.as<Cast>();
+    const TensorRead* r = cast ? cast->value.as<TensorRead>() : nullptr;
+    return r && (r->tensor->dtype == DType::Float16 || r->tensor->dtype == DType::BFloat16) ? r->tensor->dtype
+                                                                                             : DType::Float32;
+  };
+  const DType da = half_read(c.a), db = half_read(c.b);
+  if (da == DType::Float32 || da != db || t.dtype() != DType::Float32) return std::nullopt;
+  auto side = [&](const std::vector<int>& axes) {
+    Expr e = Expr(1);
+    for (int d : axes) e = e * t.shape(d);
+    return as_const_int(simplify(e));
+  };
+  const auto m = side(c.m_axes), n = side(c.n_axes);
+  GemmTemplate g;
+  if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
+  const bool big = (!m || *m >= 128) && (!n || *n >= 128);
+  if (!big) g.bm = g.bn = 64;
+  auto s = [](int64_t v) { return std::to_string(v); };
+  g.reason = std::string(dtype_name(da)) + " factors: " +
+             (g.gemv_max_m ? "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) +
+                                 " warps per block); otherwise "
+                           : std::string()) +
+             "the tensor-core GEMM (mma.sync), " + s(g.bm) + "x" + s(g.bn) + "x" + s(g.bk) + " tiles, " +
+             s(g.warps_m * g.warps_n) + " warps, " + s(g.stages) + " stages";
+  return g;
+}
+
 std::string describe(const ContractionTile& tile) {
   auto s = [](int64_t v) { return std::to_string(v); };
   return "contraction tiled through shared memory: a block per " + s(tile.m) + " x " + s(tile.n) + " output tile (" +
@@ -291,6 +323,7 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
       if (auto c = te::as_contraction(t)) {
         s.contraction_tile = contraction_tile(t, *c);
         s.contraction_description = describe(*s.contraction_tile);
+        s.gemm_template = gemm_template(t, *c);
       }
     } else if (t.ndim() >= 2) {
       const Expr r = product(t.shape(), 0, t.shape().size() - 1), c = simplify(t.shape().back());

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/ir/Expr.h"
+#include "kiln/ir/GemmTemplate.h"
 
 namespace kiln::te {
 struct TensorNode;
@@ -256,6 +257,44 @@ struct Allocate : StmtNodeBase<Allocate, NodeKind::Allocate> {
 struct Evaluate : StmtNodeBase<Evaluate, NodeKind::Evaluate> {
   Expr value;
   static Stmt make(Expr value);
+};
+
+// One factor of a TemplateContraction: its element (b, i, k), i being m for A and n for B, is
+//   buffer[offset + i * stride_mn + k * stride_k + sum_d digit_d(b) * batch_strides[d]]
+// with digit_d(b) the digits of the flat batch index over the node's batch_extents (row-major).
+// Offsets and strides are index expressions of the size symbols only (kernels/gemm/
+// gemm_problem.cuh gives them the same meaning).
+struct ContractionOperand {
+  Buffer buffer;
+  Expr offset, stride_mn, stride_k;
+  std::vector<Expr> batch_strides;  // one per batch extent; 0 broadcasts
+};
+
+// A contraction computed by a hand-written template of kernels/gemm/, the elementwise stages
+// that consumed it folded into its epilogue:
+//   acc_j[b, m, n] = sum_k A[b, m, k] * B_j[b, k, n]     (j < b.size(): 1, or 2 for a dual product)
+// `epilogue` stores the results for one (batch_var, m_var, n_var), reading acc_vars (float32),
+// and is printed as the template's epilogue functor. `reference` is the same computation as plain
+// loops: the CPU backends run it, and every pass sees it like any other loop nest. `split_k` is
+// a Global temporary the template may use for partial sums (undefined: none).
+struct TemplateContraction : StmtNodeBase<TemplateContraction, NodeKind::TemplateContraction> {
+  std::vector<Expr> batch_extents;
+  Expr m, n, k;
+  ContractionOperand a;
+  std::vector<ContractionOperand> b;
+  Expr batch_var, m_var, n_var;
+  std::vector<Expr> acc_vars;
+  Stmt epilogue, reference;
+  Buffer split_k;
+  GemmTemplate config;
+  std::string description;  // the contraction in words, for the generated comment
+  static Stmt make(std::vector<Expr> batch_extents, Expr m, Expr n, Expr k, ContractionOperand a,
+                   std::vector<ContractionOperand> b, Expr batch_var, Expr m_var, Expr n_var,
+                   std::vector<Expr> acc_vars, Stmt epilogue, Stmt reference, Buffer split_k, GemmTemplate config,
+                   std::string description);
+  // The same node with new expressions and statements (the fields a mutator rebuilds).
+  Stmt with(std::vector<Expr> batch_extents, Expr m, Expr n, Expr k, ContractionOperand a,
+            std::vector<ContractionOperand> b, Stmt epilogue, Stmt reference) const;
 };
 
 }  // namespace kiln::ir

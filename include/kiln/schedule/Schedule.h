@@ -88,6 +88,10 @@ struct StageSchedule {
   // transforms are the schedule otherwise).
   std::optional<ContractionTile> contraction_tile;
   std::string contraction_description;
+  // Set: the stage runs a contraction template of kernels/gemm/ (a TemplateContraction,
+  // src/lower/TemplateContraction.cpp) when its factors allow (float16/bfloat16 buffers read at
+  // affine addresses); the contraction tile is the fallback otherwise.
+  std::optional<ir::GemmTemplate> gemm_template;
   // > 0 (reductions only): the innermost reduction loop is spread over this many threads of a
   // block (a multiple of 32), whose partial results a block-wide all-reduce combines
   // (src/lower/CrossThreadReduce.cpp). The output loops must be bound to blocks only.

@@ -1,0 +1,22 @@
+#pragma once
+// Which contraction template (kernels/gemm/) a TemplateContraction runs, and with which knobs:
+// schedule data (StageSchedule::gemm_template), carried by the IR node to the CUDA printer. The
+// numbers are template arguments of kernels/gemm/kiln_gemm.cuh (GemvConfig, TileConfig).
+#include <cstdint>
+#include <string>
+
+namespace kiln::ir {
+
+struct GemmTemplate {
+  // The small-M kernel (gemv<T, GemvConfig<gemv_max_m, gemv_warps>>) runs when M <= gemv_max_m;
+  // 0: never.
+  int64_t gemv_max_m = 16;
+  int64_t gemv_warps = 4;
+  // The tensor-core kernel (gemm<T, TileConfig<bm, bn, bk, warps_m, warps_n, stages>>) otherwise.
+  int64_t bm = 128, bn = 128, bk = 32;
+  int64_t warps_m = 2, warps_n = 2;
+  int64_t stages = 3;
+  std::string reason;  // why this path and these knobs; printed above the call
+};
+
+}  // namespace kiln::ir

@@ -1,0 +1,456 @@
+#include "TemplateContraction.h"
+
+#include <random>
+
+#include "kiln/ir/ExprUsesVar.h"
+#include "kiln/ir/IRMutator.h"
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/Simplify.h"
+#include "kiln/support/Error.h"
+#include "kiln/te/Contraction.h"
+
+namespace kiln {
+namespace {
+
+using namespace ir;
+using Buffers = std::map<const te::TensorNode*, Buffer>;
+
+constexpr size_t kMaxBatchRank = 4;  // kernels/gemm/gemm_problem.cuh
+
+bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
+
+// A factor the templates can read: a float16/bfloat16 tensor element widened to float32.
+const TensorRead* half_factor(const Expr& e) {
+  const Cast* c = e.as<Cast>();
+  if (!c || c->type != Type(DType::Float32)) return nullptr;
+  const TensorRead* r = c->value.as<TensorRead>();
+  return r && is_half(r->tensor->dtype) ? r : nullptr;
+}
+
+Expr product(const std::vector<Expr>& extents) {
+  Expr p = Expr(1);
+  for (const Expr& e : extents) p = p * e;
+  return simplify(p);
+}
+
+// The axes of a contraction stage by role; each side flattens its axes row-major.
+struct Roles {
+  std::vector<Expr> batch_vars, batch_ext, m_vars, m_ext, n_vars, n_ext, k_vars, k_ext;
+  std::vector<Expr> all() const {
+    std::vector<Expr> v = batch_vars;
+    for (const auto* side : {&m_vars, &n_vars, &k_vars}) v.insert(v.end(), side->begin(), side->end());
+    return v;
+  }
+};
+
+Roles roles_of(const te::Tensor& t, const te::Contraction& c) {
+  Roles r;
+  auto take = [&](const std::vector<int>& dims, std::vector<Expr>& vars, std::vector<Expr>& ext) {
+    for (int d : dims) {
+      vars.push_back(t->axes[d].var);
+      ext.push_back(t.shape(d));
+    }
+  };
+  take(c.batch_axes, r.batch_vars, r.batch_ext);
+  take(c.m_axes, r.m_vars, r.m_ext);
+  take(c.n_axes, r.n_vars, r.n_ext);
+  for (const IterVar& k : t->body.as<Reduce>()->axes) {
+    r.k_vars.push_back(k.var);
+    r.k_ext.push_back(k.extent);
+  }
+  return r;
+}
+
+// Replaces each Variable by a value drawn for it (the same value for every use).
+class RandomValues : public IRMutator {
+ public:
+  explicit RandomValues(uint64_t seed) : rng_(seed) {}
+  using IRMutator::mutate;
+
+ protected:
+  Expr visit(const Variable* op, const Expr&) override {
+    auto it = values_.find(op);
+    if (it == values_.end()) it = values_.emplace(op, std::uniform_int_distribution<int64_t>(1, 1000)(rng_)).first;
+    return Expr(it->second);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::map<const Variable*, int64_t> values_;
+};
+
+// Whether two index expressions of the size symbols are equal: by the simplifier, else by
+// evaluating both at random values of their symbols (these are products and sums of symbols;
+// polynomials that agree at eight random points up to 1000 are equal).
+bool equal_for_all_symbols(const Expr& a, const Expr& b) {
+  const Expr diff = simplify(a - b);
+  if (is_zero(diff)) return true;
+  for (uint64_t trial = 0; trial < 8; ++trial) {
+    auto c = as_const_int(simplify(RandomValues(trial).mutate(diff)));
+    if (!c || *c != 0) return false;
+  }
+  return true;
+}
+
+// An index expression as constant + sum_v coefficient_v * v over the axis variables, the
+// coefficients free of them; nullopt when it is not affine in the axes (a division or remainder
+// of an axis, a product of two axes).
+struct LinearForm {
+  Expr constant = Expr(0);
+  std::map<const ExprNode*, Expr> coefficient;
+};
+
+std::optional<LinearForm> linear_form(const Expr& e, const std::vector<Expr>& axes) {
+  bool uses_axis = false;
+  for (const Expr& v : axes) uses_axis = uses_axis || expr_uses_var(e, v);
+  if (!uses_axis) return LinearForm{e, {}};
+  if (e.as<Variable>()) return LinearForm{Expr(0), {{e.get(), Expr(1)}}};
+  auto scale = [](LinearForm f, const Expr& by) {
+    f.constant = f.constant * by;
+    for (auto& [v, c] : f.coefficient) c = c * by;
+    return f;
+  };
+  auto combine = [](LinearForm x, const LinearForm& y, bool subtract) {
+    x.constant = subtract ? x.constant - y.constant : x.constant + y.constant;
+    for (const auto& [v, c] : y.coefficient) {
+      auto it = x.coefficient.find(v);
+      const Expr term = subtract ? Expr(0) - c : c;
+      if (it == x.coefficient.end()) x.coefficient[v] = term;
+      else it->second = it->second + term;
+    }
+    return x;
+  };
+  if (const Add* add = e.as<Add>()) {
+    auto x = linear_form(add->a, axes), y = linear_form(add->b, axes);
+    if (!x || !y) return std::nullopt;
+    return combine(*x, *y, false);
+  }
+  if (const Sub* sub = e.as<Sub>()) {
+    auto x = linear_form(sub->a, axes), y = linear_form(sub->b, axes);
+    if (!x || !y) return std::nullopt;
+    return combine(*x, *y, true);
+  }
+  if (const Mul* mul = e.as<Mul>()) {
+    auto x = linear_form(mul->a, axes), y = linear_form(mul->b, axes);
+    if (!x || !y) return std::nullopt;
+    if (x->coefficient.empty()) return scale(*y, x->constant);
+    if (y->coefficient.empty()) return scale(*x, y->constant);
+  }
+  return std::nullopt;
+}
+
+Expr coefficient_of(const LinearForm& f, const Expr& v) {
+  auto it = f.coefficient.find(v.get());
+  return it == f.coefficient.end() ? Expr(0) : simplify(it->second);
+}
+
+// The stride of a flattened side (vars row-major over their extents): the innermost one's, when
+// each outer stride is the next inner stride times its extent. 0 for a side with no axes.
+std::optional<Expr> side_stride(const std::vector<Expr>& strides, const std::vector<Expr>& extents) {
+  if (strides.empty()) return Expr(0);
+  for (size_t i = 0; i + 1 < strides.size(); ++i) {
+    if (!equal_for_all_symbols(strides[i], strides[i + 1] * extents[i + 1])) return std::nullopt;
+  }
+  return strides.back();
+}
+
+// `factor` as a strided operand over (batch, mn side, k side), or nullopt.
+std::optional<ContractionOperand> operand_of(const Expr& factor, const Roles& r, bool is_a, const Buffers& buffers) {
+  const TensorRead* read = half_factor(factor);
+  if (!read) return std::nullopt;
+  auto it = buffers.find(read->tensor.get());
+  if (it == buffers.end()) return std::nullopt;
+  const Buffer& buffer = it->second;
+  const auto flat = linear_form(simplify(buffer.flat_index(read->indices)), r.all());
+  if (!flat) return std::nullopt;
+  auto strides = [&](const std::vector<Expr>& vars) {
+    std::vector<Expr> out;
+    for (const Expr& v : vars) out.push_back(coefficient_of(*flat, v));
+    return out;
+  };
+  const auto& mn_vars = is_a ? r.m_vars : r.n_vars;
+  const auto& mn_ext = is_a ? r.m_ext : r.n_ext;
+  auto stride_mn = side_stride(strides(mn_vars), mn_ext), stride_k = side_stride(strides(r.k_vars), r.k_ext);
+  if (!stride_mn || !stride_k) return std::nullopt;
+  return ContractionOperand{buffer, simplify(flat->constant), *stride_mn, *stride_k, strides(r.batch_vars)};
+}
+
+// A contraction stage the templates can compute, with its operands.
+struct Candidate {
+  te::Contraction contraction;
+  Roles roles;
+  ContractionOperand a, b;
+};
+
+// The operands of contraction stage `s`, when the templates can read them.
+std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers) {
+  if (s.inlined->pattern != te::Pattern::Reduction) return std::nullopt;
+  const Reduce* red = s.inlined->body.as<Reduce>();
+  if (red->condition.defined() && !is_one(red->condition)) return std::nullopt;
+  auto c = te::as_contraction(s.inlined);
+  if (!c || s.inlined.dtype() != DType::Float32) return std::nullopt;
+  const TensorRead *ra = half_factor(c->a), *rb = half_factor(c->b);
+  if (!ra || !rb || ra->tensor->dtype != rb->tensor->dtype) return std::nullopt;
+  Roles roles = roles_of(s.inlined, *c);
+  if (roles.batch_vars.size() > kMaxBatchRank) return std::nullopt;
+  auto a = operand_of(c->a, roles, true, buffers), b = operand_of(c->b, roles, false, buffers);
+  if (!a || !b) return std::nullopt;
+  return Candidate{*c, std::move(roles), *a, *b};
+}
+
+std::optional<Candidate> candidate_of(const LoweringStage& s, const Buffers& buffers, const Schedule& schedule) {
+  const StageSchedule* ss = schedule.find(s.inlined.name());
+  if (!ss || !ss->gemm_template) return std::nullopt;
+  return analyze(s, buffers);
+}
+
+bool same_exprs(const std::vector<Expr>& x, const std::vector<Expr>& y) {
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!equal_for_all_symbols(x[i], y[i])) return false;
+  }
+  return true;
+}
+
+bool same_operand(const ContractionOperand& x, const ContractionOperand& y) {
+  return x.buffer.same_as(y.buffer) && same_exprs({x.offset, x.stride_mn, x.stride_k}, {y.offset, y.stride_mn, y.stride_k}) &&
+         same_exprs(x.batch_strides, y.batch_strides);
+}
+
+// Two contractions that can run as one dual product: the same A, the same split of the same
+// output axes, the same reduction extents.
+bool shares_a(const Candidate& x, const Candidate& y) {
+  return x.contraction.batch_axes == y.contraction.batch_axes && x.contraction.m_axes == y.contraction.m_axes &&
+         x.contraction.n_axes == y.contraction.n_axes && same_operand(x.a, y.a) &&
+         same_exprs(x.roles.batch_ext, y.roles.batch_ext) && same_exprs(x.roles.m_ext, y.roles.m_ext) &&
+         same_exprs(x.roles.n_ext, y.roles.n_ext) && same_exprs(x.roles.k_ext, y.roles.k_ext);
+}
+
+bool same_shape(const te::Tensor& x, const te::Tensor& y) { return same_exprs(x.shape(), y.shape()); }
+
+// Whether every read of `tensor` in `t`'s body is at t's own index.
+class ReadsAtOwnIndex : public IRVisitor {
+ public:
+  ReadsAtOwnIndex(const te::Tensor& t, const te::TensorNode* tensor) : t_(t), tensor_(tensor) {}
+  bool ok = true;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const TensorRead* op) override {
+    if (op->tensor.get() == tensor_) {
+      ok = ok && static_cast<int>(op->indices.size()) == t_.ndim();
+      for (size_t d = 0; ok && d < op->indices.size(); ++d) ok = op->indices[d].same_as(t_->axes[d].var);
+    }
+    IRVisitor::visit(op);
+  }
+
+ private:
+  const te::Tensor& t_;
+  const te::TensorNode* tensor_;
+};
+
+// Replaces reads of the tensors in `values` (all at the consumer's own index) by their values.
+class ReadsToValues : public IRMutator {
+ public:
+  explicit ReadsToValues(const std::map<const te::TensorNode*, Expr>& values) : values_(values) {}
+  using IRMutator::mutate;
+
+ protected:
+  Expr visit(const TensorRead* op, const Expr& self) override {
+    auto it = values_.find(op->tensor.get());
+    return it == values_.end() ? IRMutator::visit(op, self) : it->second;
+  }
+
+ private:
+  const std::map<const te::TensorNode*, Expr>& values_;
+};
+
+// Binds `vars` (row-major over `extents`) to the digits of the flat index `flat`.
+void unflatten(const Expr& flat, const std::vector<Expr>& vars, const std::vector<Expr>& extents,
+               std::vector<std::pair<Expr, Expr>>& out) {
+  Expr stride = Expr(1);
+  for (size_t k = vars.size(); k-- > 0;) {
+    Expr digit = is_one(stride) ? flat : flat / stride;
+    if (k > 0) digit = digit % extents[k];
+    out.emplace_back(vars[k], simplify(digit));
+    stride = simplify(stride * extents[k]);
+  }
+}
+
+}  // namespace
+
+std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule) {
+  std::set<const te::TensorNode*> keep;
+  // A pure re-indexing may be inlined (its reads move into the factor's index); follow it to
+  // what it reads. Anything else computed in the factor stays a stage.
+  std::function<void(const te::Tensor&)> visit_factor_tensor = [&](const te::Tensor& x) {
+    if (x.is_placeholder()) return;
+    if (const TensorRead* r = x->body.as<TensorRead>()) {
+      visit_factor_tensor(te::Tensor(r->tensor));
+      return;
+    }
+    keep.insert(x.node().get());
+  };
+  for (const te::Tensor& t : order) {
+    const StageSchedule* s = schedule.find(t.name());
+    if (!s || !s->gemm_template || t.is_placeholder()) continue;
+    auto c = te::as_contraction(t);
+    if (!c) continue;
+    for (const Expr* factor : {&c->a, &c->b}) {
+      const Cast* cast = factor->as<Cast>();
+      const TensorRead* r = cast ? cast->value.as<TensorRead>() : factor->as<TensorRead>();
+      if (r) visit_factor_tensor(te::Tensor(r->tensor));
+    }
+  }
+  return keep;
+}
+
+std::vector<TemplateGroup> plan_template_contractions(const std::vector<LoweringStage>& stages,
+                                                      const std::set<const te::TensorNode*>& outputs,
+                                                      const Buffers& buffers, const Schedule& schedule) {
+  // Which stages read each tensor (by stage index).
+  std::map<const te::TensorNode*, std::set<size_t>> readers;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    for (const te::Tensor& x : te::direct_inputs(stages[i].inlined)) readers[x.node().get()].insert(i);
+  }
+  struct Group {
+    TemplateGroup group;
+    std::vector<Candidate> candidates;
+    bool alive = true;
+  };
+  std::vector<Group> groups;
+  std::map<const te::TensorNode*, size_t> head;  // the tensor a group writes so far -> group
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const LoweringStage& s = stages[i];
+    if (auto c = candidate_of(s, buffers, schedule)) {
+      head[s.original.node().get()] = groups.size();
+      groups.push_back({TemplateGroup{{s}, {}}, {*c}});
+      continue;
+    }
+    if (s.inlined->pattern != te::Pattern::Injective) continue;
+    std::vector<size_t> read_groups;
+    bool foldable = true;
+    for (const te::Tensor& x : te::direct_inputs(s.inlined)) {
+      auto h = head.find(x.node().get());
+      if (h == head.end()) continue;
+      ReadsAtOwnIndex own(s.inlined, x.node().get());
+      own.visit(s.inlined->body);
+      foldable = foldable && !outputs.count(x.node().get()) && readers[x.node().get()] == std::set<size_t>{i} &&
+                 own.ok && same_shape(x, s.inlined);
+      read_groups.push_back(h->second);
+    }
+    if (read_groups.empty() || !foldable) continue;
+    if (read_groups.size() == 1) {
+      Group& g = groups[read_groups[0]];
+      head.erase(g.group.written().original.node().get());
+      g.group.chain.push_back(s);
+      head[s.original.node().get()] = read_groups[0];
+    } else if (read_groups.size() == 2) {
+      Group &g0 = groups[read_groups[0]], &g1 = groups[read_groups[1]];
+      if (g0.candidates.size() != 1 || g1.candidates.size() != 1 || !shares_a(g0.candidates[0], g1.candidates[0])) {
+        continue;
+      }
+      head.erase(g0.group.written().original.node().get());
+      head.erase(g1.group.written().original.node().get());
+      g0.group.contractions.push_back(g1.group.contractions[0]);
+      g0.candidates.push_back(g1.candidates[0]);
+      g0.group.chain.insert(g0.group.chain.end(), g1.group.chain.begin(), g1.group.chain.end());
+      g0.group.chain.push_back(s);
+      g1.alive = false;
+      head[s.original.node().get()] = read_groups[0];
+    }
+  }
+  std::vector<TemplateGroup> out;
+  for (Group& g : groups) {
+    if (g.alive) out.push_back(std::move(g.group));
+  }
+  return out;
+}
+
+Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, const GemmTemplate& config) {
+  // Recomputed here (planning checked them): the operands of each contraction.
+  std::vector<Candidate> candidates;
+  for (const LoweringStage& s : group.contractions) {
+    auto c = analyze(s, buffers);
+    KILN_ASSERT(c, "template contraction {} is no longer a candidate", s.inlined.name());
+    candidates.push_back(*c);
+  }
+  const te::Tensor& first = group.contractions.front().inlined;
+  const Roles& roles = candidates.front().roles;
+  const std::string name = first.name();
+  const Expr batch_var = var(name + "_b"), m_var = var(name + "_m"), n_var = var(name + "_n");
+
+  // The epilogue over the first contraction's axis variables: each folded stage's value as a
+  // let, then the store of the last one.
+  std::map<const te::TensorNode*, Expr> values;
+  std::vector<Expr> acc_vars;
+  for (size_t j = 0; j < group.contractions.size(); ++j) {
+    acc_vars.push_back(var(name + "_acc" + std::to_string(j), Type(DType::Float32)));
+    values[group.contractions[j].original.node().get()] = acc_vars.back();
+  }
+  // Every other stage's axes are renamed to the first contraction's (same shapes, checked).
+  auto to_first_axes = [&](const te::Tensor& t) {
+    std::vector<std::pair<Expr, Expr>> map;
+    for (int d = 0; d < t.ndim(); ++d) map.emplace_back(t->axes[d].var, first->axes[d].var);
+    return map;
+  };
+  std::vector<std::pair<Expr, Expr>> lets;
+  for (const LoweringStage& s : group.chain) {
+    const Expr value = ReadsToValues(values).mutate(substitute(s.inlined->body, to_first_axes(s.inlined)));
+    const Expr v = var(s.inlined.name() + "_value", value.type());
+    lets.emplace_back(v, value);
+    values[s.original.node().get()] = v;
+  }
+  const LoweringStage& written = group.written();
+  const Buffer& out = buffers.at(written.original.node().get());
+  std::vector<Expr> index;
+  for (const IterVar& axis : first->axes) index.push_back(axis.var);
+  const Expr result = values.at(written.original.node().get());
+  Stmt core = Store::make(out, result.type() == Type(out->dtype) ? result : cast(Type(out->dtype), result),
+                          simplify(out.flat_index(index)));
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) core = LetStmt::make(it->first, it->second, core);
+
+  std::vector<std::pair<Expr, Expr>> digits;
+  unflatten(batch_var, roles.batch_vars, roles.batch_ext, digits);
+  unflatten(m_var, roles.m_vars, roles.m_ext, digits);
+  unflatten(n_var, roles.n_vars, roles.n_ext, digits);
+  // Substituted rather than bound, so that (m / seq) * seq + m % seq folds back to m.
+  const Stmt epilogue = simplify(substitute(core, digits));
+
+  // The reference: for each output element, each accumulator summed in order, then the core.
+  Stmt reference = core;
+  for (size_t j = group.contractions.size(); j-- > 0;) {
+    const te::Tensor& c = group.contractions[j].inlined;
+    const Reduce* red = c->body.as<Reduce>();
+    const Buffer acc = Buffer::make(c.name() + "_sum", DType::Float32, {Expr(1)}, MemoryScope::Local);
+    Stmt update = Store::make(acc, Load::make(acc, 0) + substitute(red->source, to_first_axes(c)), 0);
+    for (auto it = red->axes.rbegin(); it != red->axes.rend(); ++it) {
+      update = For::make(it->var, 0, it->extent, ForKind::Serial, update);
+    }
+    reference = Allocate::make(acc, Seq::make({Store::make(acc, make_zero(Type(DType::Float32)), 0), update,
+                                               LetStmt::make(acc_vars[j], Load::make(acc, 0), reference)}));
+  }
+  for (int d = first.ndim(); d-- > 0;) reference = For::make(first->axes[d].var, 0, first.shape(d), ForKind::Serial, reference);
+
+  std::vector<ContractionOperand> b;
+  for (const Candidate& c : candidates) b.push_back(c.b);
+  const Expr M = product(roles.m_ext), N = product(roles.n_ext), K = product(roles.k_ext);
+  const Buffer split_k = Buffer::make(name + "_split_k", DType::Float32,
+                                      {simplify(select(M <= Expr(256), Expr(8) * M * N + Expr(1024), Expr(0)))});
+  std::string description = (group.contractions.size() == 2 ? "dual contraction " : "contraction ") + name;
+  if (group.contractions.size() == 2) description += " and " + group.contractions[1].inlined.name();
+  description += " (" + std::string(dtype_name(candidates.front().a.buffer->dtype)) + ", M = " + to_string(M) +
+                 ", N = " + to_string(N) + ", K = " + to_string(K) + ")";
+  if (!group.chain.empty()) {
+    description += ", epilogue:";
+    for (const LoweringStage& s : group.chain) description += " " + s.inlined.name();
+  }
+  return TemplateContraction::make(roles.batch_ext, M, N, K, candidates.front().a, std::move(b), batch_var, m_var,
+                                   n_var, std::move(acc_vars), epilogue, reference, split_k, config, description);
+}
+
+}  // namespace kiln
+
+

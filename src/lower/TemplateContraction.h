@@ -1,0 +1,55 @@
+#pragma once
+// Lowering of contractions to the hand-written templates of kernels/gemm/ (TemplateContraction
+// nodes), with the elementwise stages that consume them folded into the template's epilogue.
+//
+// Planning (plan_template_contractions) sees the stages after inlining. A contraction stage is
+// a template candidate when its schedule has a gemm_template, it is a plain contraction (no
+// condition) and each factor is a float16/bfloat16 tensor read, widened to float32, whose flat
+// address is affine in the batch, m, n and k axes (one stride per flattened side). Then, walking
+// the stages in order, an injective stage E absorbs the contraction (or the stage that absorbed
+// it) when E is the only reader, reads it only at E's own index, and has its shape: E's value
+// becomes the epilogue. When E reads two such chains whose contractions share their A operand
+// (the gate and up projections of a gated MLP), the two become one dual product.
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "kiln/ir/IR.h"
+#include "kiln/schedule/Schedule.h"
+#include "kiln/te/Tensor.h"
+
+namespace kiln {
+
+// A stage of the function: the tensor as the graph has it (what other stages read, the key of
+// its buffer) and its body with the inlined producers substituted (what it computes).
+struct LoweringStage {
+  te::Tensor original, inlined;
+};
+
+// One template call: its contractions (1, or 2 sharing A) and the stages folded into its
+// epilogue, in order. The call is emitted at the last stage of the chain (the contraction
+// itself when the chain is empty), which writes its own buffer; the others get no stage.
+struct TemplateGroup {
+  std::vector<LoweringStage> contractions;
+  std::vector<LoweringStage> chain;
+  const LoweringStage& written() const { return chain.empty() ? contractions.front() : chain.back(); }
+};
+
+// The tensors whose inlining into a template candidate's factors would hide the buffer the
+// template must read (anything but a pure re-indexing, such as a Transpose or Reshape): they
+// stay stages. `order` is every tensor in topological order (before inlining).
+std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule);
+
+// Groups over `stages` (in order), given the function's outputs and every tensor's buffer
+// (keyed by the original tensor: inputs and stages).
+std::vector<TemplateGroup> plan_template_contractions(const std::vector<LoweringStage>& stages,
+                                                      const std::set<const te::TensorNode*>& outputs,
+                                                      const std::map<const te::TensorNode*, ir::Buffer>& buffers,
+                                                      const Schedule& schedule);
+
+// The TemplateContraction of `group` (its written tensor's buffer is in `buffers`).
+ir::Stmt template_contraction(const TemplateGroup& group, const std::map<const te::TensorNode*, ir::Buffer>& buffers,
+                              const ir::GemmTemplate& config);
+
+}  // namespace kiln

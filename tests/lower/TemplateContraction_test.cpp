@@ -1,0 +1,160 @@
+// Contractions lowered to the templates of kernels/gemm/ (TemplateContraction): which stages are
+// folded into the epilogue, when two contractions become one dual product, and that the node's
+// reference loops (what the CPU backends run) compute what the plain lowering computes.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "../ops/TestGraph.h"
+#include "kiln/codegen/GraphFunctions.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/ir/IRVisitor.h"
+#include "kiln/runtime/Interpreter.h"
+
+namespace kiln {
+namespace {
+
+using namespace ir;
+using test::TestGraph;
+
+class FindTemplates : public IRVisitor {
+ public:
+  std::vector<const TemplateContraction*> found;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const TemplateContraction* op) override {
+    found.push_back(op);
+    IRVisitor::visit(op);
+  }
+};
+
+std::vector<const TemplateContraction*> templates_in(const LoweredFunc& f) {
+  FindTemplates v;
+  v.visit(f.body);
+  return v.found;
+}
+
+HostTensor random_tensor(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  HostTensor t(dtype, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_double(i, u(rng));
+  return t;
+}
+
+// The graph lowered for the GPU (templates; interpreted through their reference loops) against
+// the same graph lowered for the CPU (plain loops), on random inputs.
+void expect_same_results(const Graph& g, const std::vector<HostTensor>& inputs, double tolerance) {
+  const auto gpu = codegen::lower_graph(g, codegen::Target::Cuda, "gpu");
+  const auto cpu = codegen::lower_graph(g, codegen::Target::Cpu, "cpu");
+  ASSERT_EQ(gpu.size(), 1u);
+  ASSERT_EQ(cpu.size(), 1u);
+  const std::vector<HostTensor> want = interpret(cpu[0].func, inputs);
+  const std::vector<HostTensor> got = interpret(gpu[0].func, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].shape(), want[o].shape());
+    for (int64_t i = 0; i < want[o].num_elements(); ++i) {
+      ASSERT_NEAR(got[o].get_double(i), want[o].get_double(i), tolerance) << "output " << o << " element " << i;
+    }
+  }
+}
+
+// x [batch, seq, 24] @ w [24, 40] (+ bias, then tanh): the MatMul of a linear layer as PyTorch
+// exports it, with its elementwise consumers.
+TEST(TemplateContraction, MatMulWithBiasAndActivationIsOneTemplateCall) {
+  TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {var("batch"), var("seq"), Expr(24)});
+  const int w = t.input("w", DType::Float16, {Expr(24), Expr(40)});
+  const int bias = t.input("bias", DType::Float16, {Expr(40)});
+  const int mm = t.node("mm", OpKind::MatMul, {x, w});
+  const int add = t.node("add", OpKind::Add, {mm, bias});
+  t.output(t.node("act", OpKind::Tanh, {add}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "linear");
+  const auto found = templates_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 1u) << to_string(gpu[0].func.body);
+  const TemplateContraction* c = found[0];
+  EXPECT_EQ(c->b.size(), 1u);
+  EXPECT_EQ(to_string(c->m), "(batch * seq)") << to_string(gpu[0].func.body);
+  EXPECT_EQ(to_string(c->n), "40");
+  EXPECT_EQ(to_string(c->k), "24");
+  EXPECT_EQ(to_string(c->a.stride_k), "1");
+  EXPECT_EQ(to_string(c->a.stride_mn), "24");
+  EXPECT_EQ(to_string(c->b[0].stride_k), "40");  // w is [K, N]: n contiguous
+  EXPECT_EQ(to_string(c->b[0].stride_mn), "1");
+  // One stage: the bias and tanh are in the epilogue, not kernels of their own.
+  EXPECT_EQ(gpu[0].func.stage_notes.size(), 1u);
+  expect_same_results(t.graph,
+                      {random_tensor(DType::Float16, {2, 3, 24}, 1), random_tensor(DType::Float16, {24, 40}, 2),
+                       random_tensor(DType::Float16, {40}, 3)},
+                      0.0);
+}
+
+// The gated MLP of Gemma: gate and up read the same activation; act(gate) * up becomes one
+// dual product, then the down projection and the residual add another call.
+TEST(TemplateContraction, GateAndUpBecomeOneDualProduct) {
+  TestGraph t(17, false);
+  const int x = t.input("x", DType::BFloat16, {var("tokens"), Expr(32)});
+  const int wg = t.input("w_gate", DType::BFloat16, {Expr(32), Expr(48)});
+  const int wu = t.input("w_up", DType::BFloat16, {Expr(32), Expr(48)});
+  const int wd = t.input("w_down", DType::BFloat16, {Expr(48), Expr(32)});
+  const int gate = t.node("gate", OpKind::MatMul, {x, wg});
+  const int up = t.node("up", OpKind::MatMul, {x, wu});
+  // The tanh-GELU a PyTorch export writes reads the gate three times: x * 0.5 * (1 + tanh(...)).
+  const int g3 = t.node("g3", OpKind::Mul, {gate, t.node("g2", OpKind::Mul, {gate, gate})});
+  const int act = t.node("act", OpKind::Mul, {gate, t.node("th", OpKind::Tanh, {g3})});
+  const int prod = t.node("prod", OpKind::Mul, {act, up});
+  const int down = t.node("down", OpKind::MatMul, {prod, wd});
+  t.output(t.node("residual", OpKind::Add, {down, x}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "mlp");
+  const auto found = templates_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 2u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(found[0]->b.size(), 2u) << "gate and up should share one call:\n" << to_string(gpu[0].func.body);
+  EXPECT_EQ(found[1]->b.size(), 1u);
+  EXPECT_EQ(gpu[0].func.stage_notes.size(), 2u) << to_string(gpu[0].func.body);
+  expect_same_results(t.graph,
+                      {random_tensor(DType::BFloat16, {5, 32}, 4), random_tensor(DType::BFloat16, {32, 48}, 5),
+                       random_tensor(DType::BFloat16, {32, 48}, 6), random_tensor(DType::BFloat16, {48, 32}, 7)},
+                      0.0);
+}
+
+// Attention's products: batched over [batch, heads], the key transposed by a Transpose node
+// (folded into B's strides: k contiguous), the scores scaled in the first one's epilogue. (No
+// softmax between them here: the interpreter runs GPU-scheduled loops serially, which block
+// all-reduces do not survive; conformance covers softmax.)
+TEST(TemplateContraction, BatchedAttentionProductsReadTransposedOperandsInPlace) {
+  TestGraph t(17, false);
+  const int q = t.input("q", DType::Float16, {Expr(2), Expr(3), Expr(7), Expr(16)});
+  const int k = t.input("k", DType::Float16, {Expr(2), Expr(3), Expr(9), Expr(16)});
+  const int v = t.input("v", DType::Float16, {Expr(2), Expr(3), Expr(9), Expr(16)});
+  const int kt = t.node("kt", OpKind::Transpose, {k}, {{"perm", test::ints_attr({0, 1, 3, 2})}});
+  const int scores = t.node("scores", OpKind::MatMul, {q, kt});
+  const int probs = t.node("scaled", OpKind::Mul, {scores, t.input("scale", DType::Float16, {})});
+  t.output(t.node("context", OpKind::MatMul, {probs, v}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "attention");
+  const auto found = templates_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 2u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(found[0]->batch_extents.size(), 2u);
+  EXPECT_EQ(to_string(found[0]->b[0].stride_k), "1") << "k^T is read in place, k contiguous";
+  EXPECT_EQ(to_string(found[0]->b[0].stride_mn), "16");
+  expect_same_results(t.graph,
+                      {random_tensor(DType::Float16, {2, 3, 7, 16}, 8), random_tensor(DType::Float16, {2, 3, 9, 16}, 9),
+                       random_tensor(DType::Float16, {2, 3, 9, 16}, 10), random_tensor(DType::Float16, {}, 11)},
+                      0.0);
+}
+
+// float32 MatMul stays exact: no template (those need float16/bfloat16 factors), the tiled path.
+TEST(TemplateContraction, Float32MatMulKeepsTheTiledPath) {
+  TestGraph t(17, false);
+  const int x = t.input("x", DType::Float32, {Expr(8), Expr(16)});
+  const int w = t.input("w", DType::Float32, {Expr(16), Expr(8)});
+  t.output(t.node("mm", OpKind::MatMul, {x, w}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "f32");
+  EXPECT_TRUE(templates_in(gpu[0].func).empty());
+  EXPECT_NE(gpu[0].func.stage_notes.at(0).find("contraction tiled through shared memory"), std::string::npos)
+      << gpu[0].func.stage_notes.at(0);
+}
+
+}  // namespace
+}  // namespace kiln
