@@ -43,7 +43,8 @@ class DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
-DL_CODES = {torch.float32: (2, 32), torch.bfloat16: (4, 16), torch.int64: (0, 64)}
+DL_CODES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4, 16), torch.int64: (0, 64),
+            torch.int32: (0, 32), torch.uint8: (1, 8)}
 
 
 class KilnFunction:

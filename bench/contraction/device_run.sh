@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The one GPU call of issue 8, from the repository root on the GPU machine, after
+# bench/contraction/prepare_carry.sh filled .carry/kiln/ here (carry [".carry/kiln"]):
+#   1. the contraction benchmark (bench.py): Linear layers vs cuBLAS, Gemma MLP block / ViT block /
+#      CNN exported from PyTorch vs torch eager and torch.compile, the NVFP4 MLP;
+#   2. CUDA conformance: kiln test-onnx --backend cuda over the ONNX node suite;
+#   3. the edge shapes of the templates (edge_check.py: sizes off every tile, M on both sides of the
+#      small-M switch, fp16 and bf16), then again under compute-sanitizer memcheck and racecheck, and
+#      the suite's MatMul and Gemm cases under both tools.
+# Results: $OUT (the device tool brings them back) -> bench/results/. KILN_COMMIT names the commit.
+# STEPS=bench,conformance,sanitizer chooses steps.
+set -uo pipefail
+OUT="${OUT:-bench/results}"
+mkdir -p "$OUT"
+carry="$PWD/.carry/kiln"
+export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1
+steps="${STEPS:-bench,conformance,sanitizer}"
+date=$(date -u +%Y-%m-%d)
+tag="${RUN_TAG:+_$RUN_TAG}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+nvcc --version | tail -1
+
+if [[ ",$steps," == *",bench,"* ]]; then
+  python3 bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT" ${RUN_TAG:+--tag "$RUN_TAG"} \
+    ${BENCH_ONLY:+--only "$BENCH_ONLY"} 2>&1 | tee "$OUT/contraction_log$tag.txt" | tail -n 60
+fi
+
+if [[ ",$steps," == *",conformance,"* ]]; then
+  conformance="$OUT/cuda_conformance_${date}${tag}.txt"
+  {
+    echo "# kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader), $date, commit ${KILN_COMMIT:-unknown}"
+    echo "# command: kiln test-onnx .carry/kiln/node --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --skip-list tests/conformance/known_bad_reference.txt -v"
+    start=$(date +%s)
+    "$carry/kiln" test-onnx "$carry/node" --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --cuda-work-dir /tmp/kiln-cuda-test \
+      --skip-list tests/conformance/known_bad_reference.txt -v 2>&1
+    echo "# wall time: $(( $(date +%s) - start )) s"
+  } > "$conformance"
+  grep -v '^PASS' "$conformance" | tail -n 30
+fi
+
+if [[ ",$steps," == *",sanitizer,"* ]]; then
+  san="$OUT/sanitizer_${date}${tag}.txt"
+  mm=$(ls -d "$carry"/node/test_matmul* "$carry"/node/test_gemm* 2>/dev/null)
+  {
+    echo "# contraction template edge shapes and compute-sanitizer, commit ${KILN_COMMIT:-unknown}, $date"
+    echo "## edge_check.py (no sanitizer)"
+    python3 bench/contraction/edge_check.py --kiln "$carry/kiln" 2>&1 | tail -n 30
+    for tool in memcheck racecheck; do
+      echo "## $tool: edge_check.py"
+      compute-sanitizer --tool "$tool" --error-exitcode 99 python3 bench/contraction/edge_check.py --kiln "$carry/kiln" 2>&1 | tail -n 6
+      echo "exit status: ${PIPESTATUS[0]}"
+      echo "## $tool: kiln test-onnx --backend cuda, MatMul and Gemm cases"
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$carry/kiln" test-onnx $mm --backend cuda --cuda-arch sm_90 \
+        --cuda-work-dir /tmp/kiln-cuda-san 2>&1 | tail -n 4
+      echo "exit status: ${PIPESTATUS[0]}"
+    done
+  } > "$san"
+  cat "$san"
+fi

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Edge shapes of the contraction templates, end to end through `kiln compile` (run on the GPU,
+also under compute-sanitizer memcheck/racecheck by device_run.sh): a gated MLP and attention's
+batched products with sizes that are not multiples of any tile (K = 72 and 200, N = 200 and 40,
+odd sequence lengths), float16 and bfloat16, at M = 1, 2, 16, 17, 33 and 300 (the small-M kernel and
+the tensor-core kernel on both sides of the switch). Each result is checked against an fp32 torch
+reference on fresh random data with NaN-poisoned outputs. Exit status 1 on any failure.
+
+Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR]
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import onnx
+import torch
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import KilnModel, rel_err  # noqa: E402
+
+ONNX_TYPE = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
+
+
+def mlp_model(path, t, h=72, f=200):
+    x = helper.make_tensor_value_info("x", t, ["m", h])
+    ins = [x] + [helper.make_tensor_value_info(n, t, s) for n, s in (("wg", [h, f]), ("wu", [h, f]), ("wd", [f, h]))]
+    nodes = [helper.make_node("MatMul", ["x", "wg"], ["g"], name="gate"),
+             helper.make_node("MatMul", ["x", "wu"], ["u"], name="up"),
+             helper.make_node("Tanh", ["g"], ["a"], name="act"), helper.make_node("Mul", ["a", "u"], ["p"], name="prod"),
+             helper.make_node("MatMul", ["p", "wd"], ["d"], name="down"),
+             helper.make_node("Add", ["d", "x"], ["y"], name="residual")]
+    g = helper.make_graph(nodes, "edge_mlp", ins, [helper.make_tensor_value_info("y", t, ["m", h])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def attention_model(path, t, heads=3, d=40):
+    q = helper.make_tensor_value_info("q", t, [2, heads, "s", d])
+    k = helper.make_tensor_value_info("k", t, [2, heads, "s", d])
+    v = helper.make_tensor_value_info("v", t, [2, heads, "s", d])
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+             helper.make_node("MatMul", ["q", "kt"], ["s0"], name="scores"),
+             helper.make_node("Softmax", ["s0"], ["p"], axis=-1, name="softmax"),
+             helper.make_node("MatMul", ["p", "v"], ["y"], name="context")]
+    g = helper.make_graph(nodes, "edge_attention", [q, k, v], [helper.make_tensor_value_info("y", t, [2, heads, "s", d])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--work", default="/tmp/kiln-edge")
+    ap.add_argument("--arch", default="sm_90")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    jobs = []
+    for dtype in (torch.float16, torch.bfloat16):
+        for kind, build in (("mlp", mlp_model), ("attention", attention_model)):
+            name = "%s_%s" % (kind, str(dtype)[6:])
+            path = os.path.join(args.work, name + ".onnx")
+            build(path, ONNX_TYPE[dtype])
+            out = os.path.join(args.work, name)
+            if os.path.isdir(out) and any(f.endswith(".so") for f in os.listdir(out)):  # built by an earlier run
+                command = ["true"]
+            else:
+                command = [args.kiln, "compile", path, "-o", out, "--target", args.arch]
+            jobs.append((dtype, kind, path, out, subprocess.Popen(command, stdout=subprocess.PIPE,
+                                                                   stderr=subprocess.STDOUT, text=True)))
+    failures = 0
+    for dtype, kind, path, out, p in jobs:
+        log = p.communicate()[0]
+        if p.returncode != 0:
+            print("FAIL compile %s %s:\n%s" % (kind, dtype, log[-2000:]))
+            failures += 1
+            continue
+        model = KilnModel(out, path)
+        for m in (1, 2, 16, 17, 33, 300):
+            torch.manual_seed(m)
+            if kind == "mlp":
+                w = {n: torch.randn(*s, device="cuda", dtype=dtype) / s[0] ** 0.5
+                     for n, s in (("wg", (72, 200)), ("wu", (72, 200)), ("wd", (200, 72)))}
+                x = torch.randn(m, 72, device="cuda", dtype=dtype)
+                xf = x.float()
+                ref = xf + (torch.tanh(xf @ w["wg"].float()) * (xf @ w["wu"].float())) @ w["wd"].float()
+                inputs = dict(w, x=x)
+            else:
+                q, k, v = (torch.randn(2, 3, m, 40, device="cuda", dtype=dtype) for _ in range(3))
+                ref = torch.softmax(q.float() @ k.float().transpose(-1, -2), dim=-1) @ v.float()
+                inputs = dict(q=q, k=k, v=v)
+            y = torch.empty(ref.shape, device="cuda", dtype=dtype)
+            fn = model.bind(inputs, [y])
+            y.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            err = rel_err(y, ref) if not torch.isnan(y).any() else float("nan")
+            ok = err <= 2e-2
+            failures += 0 if ok else 1
+            print("%s %s %s M=%d: rel err %.2e" % ("ok  " if ok else "FAIL", kind, str(dtype)[6:], m, err), flush=True)
+    print("%d failed" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
