@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "Commands.h"
+#include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/Simplify.h"
 #include "kiln/onnx/Import.h"
@@ -18,7 +19,18 @@ std::string type_text(const te::Tensor& t) {
   return s + "]";
 }
 
-int run_inspect(const std::string& path) {
+// The kernels of the whole graph under the default GPU schedule: each one's stage note says what
+// it computes and which path the schedule chose, and why (a contraction template and its knobs,
+// or the tiled/elementwise/row schedules).
+void print_kernels(const Graph& graph) {
+  const auto functions = codegen::lower_graph(graph, codegen::Target::Cuda, "model");
+  std::cout << "kernels (default GPU schedule, whole graph):\n";
+  for (const auto& f : functions) {
+    for (size_t k = 0; k < f.func.stage_notes.size(); ++k) std::cout << "  " << k << ": " << f.func.stage_notes[k] << "\n";
+  }
+}
+
+int run_inspect(const std::string& path, bool kernels) {
   Graph graph = load_onnx(path);
   ops::BuildOptions options;
   options.keep_going = true;
@@ -48,6 +60,13 @@ int run_inspect(const std::string& path) {
   }
   std::cout << "outputs:\n";
   for (int v : graph.outputs) std::cout << "  " << value_text(v) << "\n";
+  if (kernels) {
+    if (supported != graph.nodes.size()) {
+      std::cout << "kernels: not shown, " << graph.nodes.size() - supported << " node(s) are not supported\n";
+      return 0;
+    }
+    print_kernels(graph);
+  }
   return 0;
 }
 
@@ -59,8 +78,12 @@ void register_inspect(CLI::App& app) {
       "inspect",
       "Print the model's graph with the dtypes and shapes kiln infers (symbolic dims such as\n"
       "batch or seq stay symbolic), and mark the nodes kiln can compile ([ok]) or not ([--]).");
+  auto kernels = std::make_shared<bool>(false);
   cmd->add_option("model", *path, "The .onnx file")->required();
-  cmd->callback([path] { set_exit_code(run_inspect(*path)); });
+  cmd->add_flag("--kernels", *kernels,
+                "Also list the kernels of the whole graph under the default GPU schedule, each with the "
+                "path chosen for it and why (contraction templates: small-M or tensor-core kernel, tiles)");
+  cmd->callback([path, kernels] { set_exit_code(run_inspect(*path, *kernels)); });
 }
 
 }  // namespace kiln::cli
