@@ -21,6 +21,7 @@ than L2 so DRAM is measured.
 Usage: bench/contraction/bench.py --kiln PATH/TO/kiln [--out DIR] [--work DIR] [--only linear,mlp,...]
 """
 import argparse
+import importlib.util
 import copy
 import datetime
 import json
@@ -34,8 +35,17 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core"))
-from bench import KilnFunction  # noqa: E402  (the kernel contract through ctypes)
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The kernel contract through ctypes, shared with the core benchmark.
+KilnFunction = _load("kiln_core_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core",
+                                                     "bench.py")).KilnFunction
 
 ONNX_TYPE = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
 
@@ -91,25 +101,20 @@ def read_ceiling_us(nbytes):
     """Time of a kernel that only streams `nbytes` (16-byte loads), the floor of a GEMV."""
     import cupy
     kernel = cupy.RawKernel(READ_KERNEL, "stream_read")
-    buf = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
     out = torch.zeros(1, dtype=torch.int32, device="cuda")
     n = nbytes // 16
     sms = torch.cuda.get_device_properties(0).multi_processor_count
 
-    def run():
-        kernel((sms * 4,), (512,), (buf.data_ptr(), np.int64(n), out.data_ptr()),
-               stream=cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
     # Rotate over copies so L2 (50-60 MB) holds none of it.
     copies = max(1, (256 << 20) // nbytes)
     bufs = [torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_() for _ in range(copies)]
     state = {"i": 0}
 
     def run_rotating():
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
         b = bufs[state["i"] % copies]
         state["i"] += 1
-        kernel((sms * 4,), (512,), (b.data_ptr(), np.int64(n), out.data_ptr()),
-               stream=cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
-    del run
+        kernel((sms * 4,), (512,), (b.data_ptr(), np.int64(n), out.data_ptr()), stream=stream)
     return graph_time_us(run_rotating, calls=max(20, copies))
 
 
@@ -137,10 +142,10 @@ def constants_of(model_path):
 
 def np_to_torch(a):
     if a.dtype == np.float16:
-        return torch.from_numpy(a.copy()).cuda()
+        return torch.from_numpy(np.array(a, copy=True)).cuda()
     if a.dtype == np.uint16:  # bfloat16 as onnx's numpy_helper gives it
         return torch.from_numpy(a.astype(np.int16)).cuda().view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    return torch.from_numpy(np.array(a, copy=True)).cuda()
 
 
 class KilnModel:
@@ -398,7 +403,7 @@ def main():
 
     device = torch.cuda.get_device_name()
     bandwidth = copy_bandwidth()
-    read_ceiling = {s: read_ceiling_us(s[0] * s[1] * 2) for s in LINEAR_SHAPES}
+    read_ceiling = {s: read_ceiling_us(s[0] * s[1] * 2) for s in LINEAR_SHAPES} if "linear" in only else {}
     linear_rows, model_rows = [], []
     for dtype in (torch.float16, torch.bfloat16):
         name = "linear_" + str(dtype)[6:]
@@ -435,7 +440,7 @@ def main():
             r["dtype"], r["n"], r["k"], r["m"], r["check"], f(r["kiln_us"]), r["cublas_us"], f(r["ratio"], "%.2fx"),
             f(r["tflops"]), f(r.get("read_pct"), "%.0f%%")))
     lines += ["", "Read ceiling (streaming kernel, same bytes, L2 rotated): " +
-              ", ".join("%dx%d %.2f us" % (n, k, read_ceiling[(n, k)]) for n, k in LINEAR_SHAPES), "",
+              ", ".join("%dx%d %.2f us" % (n, k, read_ceiling[(n, k)]) for n, k in read_ceiling), "",
               "## Models exported from PyTorch (torch.onnx.export opset 17), kiln compile --target %s" % args.arch, "",
               "| model | input | check | kiln us | torch eager us | torch.compile us | eager / kiln | compile / kiln |",
               "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]

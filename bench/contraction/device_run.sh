@@ -22,8 +22,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nvcc --version | tail -1
 
 if [[ ",$steps," == *",bench,"* ]]; then
-  python3 bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT" ${RUN_TAG:+--tag "$RUN_TAG"} \
-    ${BENCH_ONLY:+--only "$BENCH_ONLY"} 2>&1 | tee "$OUT/contraction_log$tag.txt" | tail -n 60
+  # One process per section, so that a crash in one (with its Python stack, faulthandler) leaves
+  # the others' tables; the sections' tables are joined into one results file.
+  for section in ${BENCH_ONLY:-linear mlp nvfp4 vit cnn}; do
+    python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out /tmp/kiln-contraction-results \
+      --only "$section" --tag "$section" >> "$OUT/contraction_log$tag.txt" 2>&1 || echo "section $section failed: exit $?"
+  done
+  device=$(nvidia-smi --query-gpu=name --format=csv,noheader | tr ' ' '_')
+  cat /tmp/kiln-contraction-results/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}.md"
+  grep -v "Warning\|warn(" "$OUT/contraction_log$tag.txt" | grep -E "^(linear|Gemma|ViT|CNN|section|kiln compile failed|Traceback|Fatal|  File)" | tail -n 80
 fi
 
 if [[ ",$steps," == *",conformance,"* ]]; then

@@ -9,6 +9,7 @@ reference on fresh random data with NaN-poisoned outputs. Exit status 1 on any f
 Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR]
 """
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,8 +18,11 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import KilnModel, rel_err  # noqa: E402
+_spec = importlib.util.spec_from_file_location("kiln_contraction_bench",
+                                               os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench.py"))
+_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_bench)
+KilnModel, rel_err = _bench.KilnModel, _bench.rel_err
 
 ONNX_TYPE = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
 
