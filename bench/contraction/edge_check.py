@@ -40,14 +40,21 @@ def mlp_model(path, t, h=72, f=200):
 
 
 def attention_model(path, t, heads=3, d=40):
+    """softmax(q k^T) v, then (.transpose(1, 2).reshape(b, s, heads * d)) @ w_proj, as a ViT exports it."""
     q = helper.make_tensor_value_info("q", t, [2, heads, "s", d])
     k = helper.make_tensor_value_info("k", t, [2, heads, "s", d])
     v = helper.make_tensor_value_info("v", t, [2, heads, "s", d])
+    w = helper.make_tensor_value_info("w_proj", t, [heads * d, 24])
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [2, -1, heads * d])
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
              helper.make_node("MatMul", ["q", "kt"], ["s0"], name="scores"),
              helper.make_node("Softmax", ["s0"], ["p"], axis=-1, name="softmax"),
-             helper.make_node("MatMul", ["p", "v"], ["y"], name="context")]
-    g = helper.make_graph(nodes, "edge_attention", [q, k, v], [helper.make_tensor_value_info("y", t, [2, heads, "s", d])])
+             helper.make_node("MatMul", ["p", "v"], ["c"], name="context"),
+             helper.make_node("Transpose", ["c"], ["ct"], perm=[0, 2, 1, 3], name="moved"),
+             helper.make_node("Reshape", ["ct", "shape"], ["m"], name="merged"),
+             helper.make_node("MatMul", ["m", "w_proj"], ["y"], name="proj")]
+    g = helper.make_graph(nodes, "edge_attention", [q, k, v, w], [helper.make_tensor_value_info("y", t, [2, "s", 24])],
+                          [shape])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -90,8 +97,10 @@ def main():
                 inputs = dict(w, x=x)
             else:
                 q, k, v = (torch.randn(2, 3, m, 40, device="cuda", dtype=dtype) for _ in range(3))
-                ref = torch.softmax(q.float() @ k.float().transpose(-1, -2), dim=-1) @ v.float()
-                inputs = dict(q=q, k=k, v=v)
+                w = torch.randn(120, 24, device="cuda", dtype=dtype) / 11
+                c = torch.softmax(q.float() @ k.float().transpose(-1, -2), dim=-1) @ v.float()
+                ref = c.transpose(1, 2).reshape(2, m, 120) @ w.float()
+                inputs = dict(q=q, k=k, v=v, w_proj=w)
             y = torch.empty(ref.shape, device="cuda", dtype=dtype)
             fn = model.bind(inputs, [y])
             y.fill_(float("nan"))

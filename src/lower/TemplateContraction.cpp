@@ -283,16 +283,6 @@ void unflatten(const Expr& flat, const std::vector<Expr>& vars, const std::vecto
 
 std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule) {
   std::set<const te::TensorNode*> keep;
-  // A pure re-indexing may be inlined (its reads move into the factor's index); follow it to
-  // what it reads. Anything else computed in the factor stays a stage.
-  std::function<void(const te::Tensor&)> visit_factor_tensor = [&](const te::Tensor& x) {
-    if (x.is_placeholder()) return;
-    if (const TensorRead* r = x->body.as<TensorRead>()) {
-      visit_factor_tensor(te::Tensor(r->tensor));
-      return;
-    }
-    keep.insert(x.node().get());
-  };
   for (const te::Tensor& t : order) {
     const StageSchedule* s = schedule.find(t.name());
     if (!s || !s->gemm_template || t.is_placeholder()) continue;
@@ -301,7 +291,37 @@ std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Ten
     for (const Expr* factor : {&c->a, &c->b}) {
       const Cast* cast = factor->as<Cast>();
       const TensorRead* r = cast ? cast->value.as<TensorRead>() : factor->as<TensorRead>();
-      if (r) visit_factor_tensor(te::Tensor(r->tensor));
+      if (!r) continue;
+      // The pure re-indexings (Transpose, Reshape, a constant Gather) between the factor and the
+      // tensor it reads in the end; anything computed on the way stays a stage.
+      std::vector<te::Tensor> chain;
+      te::Tensor leaf(r->tensor);
+      while (!leaf.is_placeholder()) {
+        const TensorRead* next = leaf->body.as<TensorRead>();
+        if (!next) {
+          keep.insert(leaf.node().get());
+          break;
+        }
+        chain.push_back(leaf);
+        leaf = te::Tensor(next->tensor);
+      }
+      if (chain.empty()) continue;
+      // Inlined, the chain's reads must leave the factor's address affine (a transpose does; a
+      // reshape of a transpose does not): else its first tensor stays a stage the template reads.
+      const te::Tensor inlined = te::inline_tensors(t, chain);
+      auto ci = te::as_contraction(inlined);
+      bool affine = false;
+      if (ci) {
+        const Roles roles = roles_of(inlined, *ci);
+        const Buffers leaf_buffer = {{leaf.node().get(), Buffer::make(leaf.name(), leaf.dtype(), leaf.shape())}};
+        for (const bool is_a : {true, false}) {
+          const TensorRead* read = half_factor(is_a ? ci->a : ci->b);
+          if (read && read->tensor.get() == leaf.node().get()) {
+            affine = operand_of(is_a ? ci->a : ci->b, roles, is_a, leaf_buffer).has_value();
+          }
+        }
+      }
+      if (!affine) keep.insert(chain.front().node().get());
     }
   }
   return keep;

@@ -144,6 +144,27 @@ TEST(TemplateContraction, BatchedAttentionProductsReadTransposedOperandsInPlace)
                       0.0);
 }
 
+// The attention output as a ViT exports it, (p @ v).transpose(1, 2).reshape(b, n, c), feeding the
+// output projection: the reshape of a transpose is not an affine address, so it stays a stage
+// (a copy) and the projection still runs the template on it.
+TEST(TemplateContraction, ReshapeOfATransposeStaysAStageTheTemplateReads) {
+  TestGraph t(17, false);
+  const int p = t.input("p", DType::Float16, {Expr(2), Expr(3), Expr(5), Expr(7)});
+  const int v = t.input("v", DType::Float16, {Expr(2), Expr(3), Expr(7), Expr(8)});
+  const int w = t.input("w_proj", DType::Float16, {Expr(24), Expr(16)});
+  const int context = t.node("context", OpKind::MatMul, {p, v});
+  const int moved = t.node("moved", OpKind::Transpose, {context}, {{"perm", test::ints_attr({0, 2, 1, 3})}});
+  const int merged = t.node("merged", OpKind::Reshape, {moved, t.ints("shape", {2, 5, 24})});
+  t.output(t.node("proj", OpKind::MatMul, {merged, w}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "attention_out");
+  const auto found = templates_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 2u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(to_string(found[1]->a.stride_k), "1") << to_string(gpu[0].func.body);
+  EXPECT_EQ(to_string(found[1]->a.stride_mn), "24");
+  // (The copy stage between them is vectorized, which the interpreter does not run: the values
+  // are checked on the GPU, bench/contraction/edge_check.py.)
+}
+
 // float32 MatMul stays exact: no template (those need float16/bfloat16 factors), the tiled path.
 TEST(TemplateContraction, Float32MatMulKeepsTheTiledPath) {
   TestGraph t(17, false);
