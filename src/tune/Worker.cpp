@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "kiln/onnx/Import.h"
@@ -93,16 +94,29 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   build.work_dir = task.work_dir;
   build.jobs = task.build_jobs;
   const std::vector<BuiltCandidate> built = build_candidates(kernel, space, task.candidates, build);
-  Runner runner(kernel, task.run, task.work_dir);
   std::ofstream file(out, std::ios::app);
   std::vector<Record> records;
   const char* commit = std::getenv("KILN_COMMIT");
+  std::unique_ptr<Runner> runner;
+  try {
+    runner = std::make_unique<Runner>(kernel, task.run, task.work_dir);
+  } catch (const std::runtime_error& e) {
+    // No device to run on (or the reference failed): every candidate says so.
+    for (const BuiltCandidate& b : built) {
+      Record r;
+      r.kernel = kernel.name, r.key = key, r.target = codegen::target_name(task.target), r.arch = device.arch;
+      r.device = device.name, r.knobs = b.knobs, r.time = utc_now();
+      r.status = "run_failed", r.error = std::string("the runner could not start: ") + e.what();
+      file << record_to_json(r) << "\n";
+    }
+    user_error("tune-worker: the runner could not start: {}", e.what());
+  }
   for (size_t i = 0; i < built.size(); ++i) {
     Record r;
     r.kernel = kernel.name;
     r.key = key;
     r.target = codegen::target_name(task.target);
-    r.arch = task.target == codegen::Target::Cuda ? device.arch : device.arch;
+    r.arch = device.arch;
     r.device = device.name;
     r.kiln_commit = commit ? commit : "";
     r.knobs = built[i].knobs;
@@ -114,7 +128,7 @@ void run_worker(const WorkerTask& task, const std::string& out) {
       r.error = same.error.empty() ? "" : same.error;
     } else {
       try {
-        runner.measure(built[i], r);
+        runner->measure(built[i], r);
       } catch (const std::exception&) {
         file << record_to_json(r) << "\n" << std::flush;
         throw;  // the CUDA context is lost; the tuner reports the rest as not measured
