@@ -58,6 +58,7 @@ std::string build_command(const std::vector<std::string>& sources, const std::st
     const char* cxx = std::getenv("CXX");
     cmd = std::string(cxx ? cxx : "c++") + " -O2 -std=c++20 -shared -fPIC";
   }
+  for (const std::string& f : options.extra_flags) cmd += " " + f;
   cmd += " -I" + quote(options.include_dir) + " -o " + quote(output);
   for (const std::string& s : sources) cmd += " " + quote(s);
   return cmd;

@@ -11,12 +11,6 @@ namespace kiln::codegen {
 
 namespace {
 
-LoweredFunc lower_for(Target target, const std::string& name, const std::vector<te::Tensor>& inputs,
-                      const std::vector<te::Tensor>& outputs) {
-  const Schedule schedule = target == Target::Cuda ? default_gpu_schedule(inputs, outputs) : Schedule();
-  return lower(c_identifier(name), inputs, outputs, schedule);
-}
-
 class UsedBuffers : public ir::IRVisitor {
  public:
   std::set<const ir::BufferNode*> used;
@@ -50,8 +44,9 @@ void drop_unread_constants(GraphFunction& f) {
 
 }  // namespace
 
-std::vector<GraphFunction> lower_graph(const Graph& graph, Target target, const std::string& name,
-                                       const std::vector<std::string>& node_names, const ops::BuildOptions& options) {
+std::vector<KernelDefinition> kernel_definitions(const Graph& graph, const std::string& name,
+                                                 const std::vector<std::string>& node_names,
+                                                 const ops::BuildOptions& options) {
   std::vector<std::string> unknown;
   for (const std::string& n : node_names) {
     if (graph.find_node(n) < 0) unknown.push_back("'" + n + "'");
@@ -64,46 +59,64 @@ std::vector<GraphFunction> lower_graph(const Graph& graph, Target target, const 
                graph.nodes.size() > 20 ? ", ..." : "");
   }
   ops::GraphTensors built = ops::build_graph_tensors(graph, options);
-  std::vector<GraphFunction> functions;
+  std::vector<KernelDefinition> kernels;
   if (node_names.empty()) {
-    std::vector<te::Tensor> outputs;
+    KernelDefinition k;
+    k.name = c_identifier(name);
     for (int v : graph.outputs) {
       if (!built.tensors[v].defined()) user_error("graph output '{}' is not computed", graph.values[v].name);
-      outputs.push_back(built.tensors[v]);
+      k.outputs.push_back(built.tensors[v]);
     }
-    GraphFunction f;
-    f.func = lower_for(target, name, built.placeholders, outputs);
-    for (const Node& n : graph.nodes) f.nodes.push_back(n.name);
-    f.known_inputs = built.data;
-    drop_unread_constants(f);
-    functions.push_back(std::move(f));
-    return functions;
+    k.inputs = built.placeholders;
+    for (const Node& n : graph.nodes) k.nodes.push_back(n.name);
+    k.known_inputs = built.data;
+    kernels.push_back(std::move(k));
+    return kernels;
   }
   for (const std::string& node_name : node_names) {
     const Node& node = graph.nodes[graph.find_node(node_name)];
-    std::vector<te::Tensor> inputs, outputs;
-    GraphFunction f;
+    KernelDefinition k;
+    k.name = c_identifier(node.name);
     for (int v : node.inputs) {
       if (v < 0) continue;
       const te::Tensor& t = built.tensors[v];
       bool seen = false;
-      for (const te::Tensor& in : inputs) seen = seen || in.same_as(t);
-      if (!seen && t.defined()) inputs.push_back(t);
+      for (const te::Tensor& in : k.inputs) seen = seen || in.same_as(t);
+      if (!seen && t.defined()) k.inputs.push_back(t);
     }
-    for (const te::Tensor& t : inputs) {
+    for (const te::Tensor& t : k.inputs) {
       std::optional<HostTensor> data;
-      for (size_t k = 0; k < built.placeholders.size(); ++k) {
-        if (built.placeholders[k].same_as(t)) data = built.data[k];
+      for (size_t i = 0; i < built.placeholders.size(); ++i) {
+        if (built.placeholders[i].same_as(t)) data = built.data[i];
       }
-      f.known_inputs.push_back(data);
+      k.known_inputs.push_back(data);
     }
     for (int v : node.outputs) {
-      if (v >= 0 && built.tensors[v].defined()) outputs.push_back(built.tensors[v]);
+      if (v >= 0 && built.tensors[v].defined()) k.outputs.push_back(built.tensors[v]);
     }
-    f.func = lower_for(target, node.name, inputs, outputs);
-    f.nodes = {node.name};
-    drop_unread_constants(f);
-    functions.push_back(std::move(f));
+    k.nodes = {node.name};
+    kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
+
+GraphFunction lower_kernel(const KernelDefinition& kernel, Target target, const Schedule* schedule) {
+  GraphFunction f;
+  const Schedule chosen = schedule ? *schedule
+                          : target == Target::Cuda ? default_gpu_schedule(kernel.inputs, kernel.outputs)
+                                                   : Schedule();
+  f.func = lower(kernel.name, kernel.inputs, kernel.outputs, chosen);
+  f.nodes = kernel.nodes;
+  f.known_inputs = kernel.known_inputs;
+  drop_unread_constants(f);
+  return f;
+}
+
+std::vector<GraphFunction> lower_graph(const Graph& graph, Target target, const std::string& name,
+                                       const std::vector<std::string>& node_names, const ops::BuildOptions& options) {
+  std::vector<GraphFunction> functions;
+  for (const KernelDefinition& k : kernel_definitions(graph, name, node_names, options)) {
+    functions.push_back(lower_kernel(k, target));
   }
   return functions;
 }

@@ -14,16 +14,16 @@ namespace {
 using namespace ir;
 using Kind = LoopTransform::Kind;
 
-constexpr int64_t kThreadsPerBlock = 256;
-constexpr int kVectorBytes = 16;
-// Registers per thread that a row kernel may spend on keeping its slice of the row between
-// stages: 64 words, a row of 32768 floats over 512 threads.
-constexpr int64_t kRowCacheBytes = 256;
+// The knobs below come from DefaultScheduleOptions (Defaults.h); the tuner sets them per kernel.
+// Defaults of one call, read by the helpers of this file (default_gpu_schedule sets them).
+thread_local DefaultScheduleOptions g_options;
+
 // Reductions over outer axes: a warp of output vectors by 4 threads per lane along the reduced
 // rows, at most 32 (16 for float32, 32 for 2-byte inputs: as many threads per input byte either
 // way, since a 2-byte vector covers twice the outputs).
-constexpr int64_t kColumnThreads = 32;
-int64_t column_row_threads(int64_t lanes) { return std::min<int64_t>(32, 4 * lanes); }
+int64_t column_row_threads(int64_t lanes) {
+  return g_options.column_row_threads > 0 ? g_options.column_row_threads : std::min<int64_t>(32, 4 * lanes);
+}
 
 LoopTransform split(const std::string& loop, int64_t factor) { return {Kind::Split, loop, "", factor, {}, ForKind::Serial}; }
 LoopTransform fuse(const std::string& a, const std::string& b) { return {Kind::Fuse, a, b, 0, {}, ForKind::Serial}; }
@@ -49,12 +49,13 @@ Expr product(const std::vector<Expr>& dims, size_t begin, size_t end) {
   return simplify(p);
 }
 
-int64_t vector_lanes(DType d) { return std::max<int64_t>(1, kVectorBytes / dtype_bytes(d)); }
+int64_t vector_lanes(DType d) { return std::max<int64_t>(1, g_options.vector_bytes / dtype_bytes(d)); }
 
 // Threads per row for rows of `columns` elements: a warp for short rows, up to 512 for long ones.
 int64_t row_threads(const Expr& columns) {
+  if (g_options.row_threads > 0) return g_options.row_threads;
   auto c = as_const_int(columns);
-  if (!c) return kThreadsPerBlock;
+  if (!c) return g_options.threads_per_block;
   if (*c <= 256) return 32;
   if (*c <= 1024) return 128;
   if (*c <= 8192) return 256;
@@ -143,20 +144,20 @@ StageSchedule column_reduction(const te::Tensor& t) {
   for (int d = 0; d < n; ++d) names.push_back(axis(d));
   NarrowestRead read;
   read.visit(t->body);
-  const int64_t lanes = read.bytes > 0 ? std::max<int64_t>(1, kVectorBytes / read.bytes) : 1;
+  const int64_t lanes = read.bytes > 0 ? std::max<int64_t>(1, g_options.vector_bytes / read.bytes) : 1;
   auto last = as_const_int(t.shape(n - 1));
   auto outputs = as_const_int(product(t.shape(), 0, t.shape().size()));
   if (lanes > 1 && last && outputs && *last % lanes == 0 &&
-      (*outputs / lanes) % kColumnThreads == 0) {
+      (*outputs / lanes) % g_options.column_threads == 0) {
     s.transforms.push_back(split(axis(n - 1), lanes));
     names.back() = axis(n - 1) + ".o";
     const std::string all = fuse_all(s.transforms, names);
-    s.transforms.push_back(split(all, kColumnThreads));
+    s.transforms.push_back(split(all, g_options.column_threads));
     s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
     s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
     s.transforms.push_back(vectorize(axis(n - 1) + ".i"));
     s.reduce_row_threads = column_row_threads(lanes);
-    s.description = "reduction over outer axes: blocks of " + std::to_string(kColumnThreads) +
+    s.description = "reduction over outer axes: blocks of " + std::to_string(g_options.column_threads) +
                     " x " + std::to_string(s.reduce_row_threads) + " threads, " +
                     std::to_string(lanes) +
                     " outputs per thread along the contiguous axis (16-byte loads, an accumulator "
@@ -165,11 +166,11 @@ StageSchedule column_reduction(const te::Tensor& t) {
     return s;
   }
   const std::string all = fuse_all(s.transforms, names);
-  s.transforms.push_back(split(all, kThreadsPerBlock));
+  s.transforms.push_back(split(all, g_options.threads_per_block));
   s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
   s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
   s.description =
-      "reduction over outer axes: a thread per output, " + std::to_string(kThreadsPerBlock) +
+      "reduction over outer axes: a thread per output, " + std::to_string(g_options.threads_per_block) +
       " threads along the contiguous output axis (coalesced), serial over the reduction";
   return s;
 }
@@ -244,11 +245,11 @@ StageSchedule flat_injective(const te::Tensor& t) {
     vector_loop = axis(n - 1) + ".i";
   }
   const std::string all = fuse_all(s.transforms, names);
-  s.transforms.push_back(split(all, kThreadsPerBlock));
+  s.transforms.push_back(split(all, g_options.threads_per_block));
   s.transforms.push_back(bind_to(all + ".o", ForKind::BlockIdxX));
   s.transforms.push_back(bind_to(all + ".i", ForKind::ThreadIdxX));
   if (!vector_loop.empty()) s.transforms.push_back(vectorize(vector_loop));
-  s.description = "elementwise: grid-stride over blocks of " + std::to_string(kThreadsPerBlock) + " threads" +
+  s.description = "elementwise: grid-stride over blocks of " + std::to_string(g_options.threads_per_block) + " threads" +
                   (vector_loop.empty() ? std::string(", scalar accesses (last axis not a multiple of the vector)")
                                        : ", " + std::to_string(lanes) + " elements (16 bytes) per access");
   return s;
@@ -294,11 +295,13 @@ StageSchedule per_row_scalar(const te::Tensor& t) {
 
 }  // namespace
 
-Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs) {
+Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs,
+                              const DefaultScheduleOptions& options) {
+  g_options = options;
   Schedule schedule;
   schedule.fuse_row_stages = true;
   schedule.reciprocal_divisors = true;
-  schedule.cache_row_bytes = kRowCacheBytes;
+  schedule.cache_row_bytes = options.row_cache_bytes;
   std::unordered_set<const te::TensorNode*> is_input;
   for (const te::Tensor& t : inputs) is_input.insert(t.node().get());
   std::vector<te::Tensor> stages;

@@ -14,6 +14,7 @@ void register_inspect(CLI::App& app);
 void register_plugins(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_test_onnx(CLI::App& app);
+void register_tune(CLI::App& app);
 
 void register_commands(CLI::App& app) {
   register_compile(app);
@@ -21,6 +22,7 @@ void register_commands(CLI::App& app) {
   register_plugins(app);
   register_quantize(app);
   register_test_onnx(app);
+  register_tune(app);
 }
 
 }  // namespace kiln::cli

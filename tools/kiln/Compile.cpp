@@ -1,4 +1,4 @@
-// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--nodes a,b] [--no-build]
+// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--nodes a,b] [--no-build] [--records FILE]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,6 +9,7 @@
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/onnx/Import.h"
 #include "kiln/support/Error.h"
+#include "kiln/tune/Apply.h"
 
 namespace kiln::cli {
 
@@ -22,6 +23,7 @@ struct CompileOptions {
   std::vector<std::string> targets = {"sm_90"};
   std::vector<std::string> nodes;
   bool no_build = false;
+  std::string records;  // "": the default cache folder when it exists
 };
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -53,8 +55,20 @@ int run_compile(const CompileOptions& options) {
   }
   Graph graph = load_onnx(options.model);
   const std::string model_name = fs::path(options.model).stem().string();
-  std::vector<codegen::GraphFunction> functions =
-      codegen::lower_graph(graph, target, graph.name.empty() ? model_name : graph.name, options.nodes);
+  // Tuning records: the best schedule per kernel where one was measured, the default otherwise.
+  tune::Database records;
+  const std::string records_path = options.records.empty() ? tune::default_records_path() : options.records;
+  if (!options.records.empty() && !fs::exists(options.records)) user_error("--records {}: no such file or folder", options.records);
+  if (!records_path.empty()) records.load(records_path);
+  std::vector<codegen::GraphFunction> functions;
+  std::vector<std::string> schedule_notes, cpu_flags;
+  for (const codegen::KernelDefinition& k :
+       codegen::kernel_definitions(graph, graph.name.empty() ? model_name : graph.name, options.nodes)) {
+    const tune::ChosenSchedule chosen = tune::choose_schedule(records, k, target, cpu ? "" : options.targets.at(0));
+    functions.push_back(codegen::lower_kernel(k, target, chosen.schedule ? &*chosen.schedule : nullptr));
+    schedule_notes.push_back(chosen.note);
+    if (!chosen.cpu_flags.empty()) cpu_flags = chosen.cpu_flags;
+  }
 
   const fs::path dir(options.out_dir);
   fs::create_directories(dir);
@@ -74,6 +88,13 @@ int run_compile(const CompileOptions& options) {
               << std::max<size_t>(1, f.stage_notes.size()) << " kernel(s) -> " << source.string() << "\n";
     std::cout.flush();
   }
+  std::string notes = "# Schedules\n\nrecords: " + (records_path.empty() ? std::string("(none)") : records_path) + " (" +
+                      std::to_string(records.records().size()) + " records)\n\n";
+  for (const std::string& n : schedule_notes) {
+    notes += "- " + n + "\n";
+    std::cout << "schedule: " << n << "\n";
+  }
+  write_file(dir / "schedules.md", notes);
   const fs::path module = dir / ("kiln_module" + ext);
   std::vector<std::string> names;
   for (const codegen::GraphFunction& f : functions) names.push_back(codegen::c_identifier(f.func.name));
@@ -99,6 +120,7 @@ int run_compile(const CompileOptions& options) {
   build.target = target;
   if (!cpu) build.archs = options.targets;
   build.include_dir = (dir / "include").string();
+  build.extra_flags = cpu_flags;  // CPU: the tuned compiler flags (one set per library)
   const fs::path library = dir / ("lib" + codegen::c_identifier(model_name) + ".so");
   std::vector<std::string> paths;
   for (const std::string& s : sources) paths.push_back((dir / s).string());
@@ -127,6 +149,9 @@ void register_compile(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--nodes", options->nodes, "Comma-separated node names: one function per node")->delimiter(',');
   cmd->add_flag("--no-build", options->no_build, "Only write the sources");
+  cmd->add_option("--records", options->records,
+                  "Tuning records (kiln tune -o) or a folder of them; default: $KILN_RECORDS or ~/.cache/kiln/records "
+                  "when it exists. Kernels without a record keep the default schedule (schedules.md says which)");
   cmd->callback([options] { set_exit_code(run_compile(*options)); });
 }
 

@@ -19,6 +19,7 @@ struct BuildOptions {
   std::vector<std::string> archs = {"sm_90"};  // CUDA only
   std::string include_dir;                      // holds support_files()
   std::string log_path;                         // compiler output goes here
+  std::vector<std::string> extra_flags;         // after the defaults ("-O3", "-Xptxas -v"; tune/)
 };
 
 // The command line that builds `sources` into shared library `output`.

@@ -20,6 +20,25 @@
 
 namespace kiln {
 
-Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs);
+// The constants the default schedules are built from, as one struct so that the tuner
+// (tune/SearchSpace.h) can search over them per kernel; the defaults are the hand-chosen values.
+// A later contraction-template configuration (tiles, stages, split-K) belongs here too.
+struct DefaultScheduleOptions {
+  int64_t threads_per_block = 256;  // elementwise stages, and reductions with a thread per output
+  int64_t vector_bytes = 16;        // bytes per vector access (16: 128-bit loads and stores)
+  // Threads across a row of a row reduction and its row stages; 0: by the row's length (32 up to
+  // 256 elements, 128, 256, 512, 1024 over 16384).
+  int64_t row_threads = 0;
+  // Registers per thread a row kernel may spend on keeping its slice of the row between stages
+  // (Schedule::cache_row_bytes); 0: no caching. 256: 64 words, 32768 floats over 512 threads.
+  int64_t row_cache_bytes = 256;
+  // Reductions over outer axes: threads along the outputs (threadIdx.x), and along the reduced
+  // rows (threadIdx.y; 0: 4 per lane of the vector, at most 32).
+  int64_t column_threads = 32;
+  int64_t column_row_threads = 0;
+};
+
+Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs,
+                              const DefaultScheduleOptions& options = DefaultScheduleOptions());
 
 }  // namespace kiln

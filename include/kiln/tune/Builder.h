@@ -1,0 +1,42 @@
+#pragma once
+// Builds candidates of one kernel (TVM MetaSchedule's "builder"): each candidate is lowered under
+// its schedule and printed (serially: lowering is cheap), candidates whose generated source is the
+// same as an earlier one's are not built twice, and the sources are compiled into one shared
+// library each, `jobs` compilers at a time (nvcc with -Xptxas -v, whose register and spill report
+// is kept; or the host compiler for the CPU target).
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/GraphFunctions.h"
+#include "kiln/tune/SearchSpace.h"
+
+namespace kiln::tune {
+
+struct BuildRequest {
+  codegen::Target target = codegen::Target::Cuda;
+  std::string arch = "sm_90";
+  std::string work_dir;  // sources, libraries and logs go here
+  int jobs = 4;
+};
+
+struct BuiltCandidate {
+  Candidate knobs;
+  std::string library;  // "" when the build failed
+  std::string function; // the C identifier of the kernel's entry point
+  std::string error;    // why it did not build, or why it is illegal
+  bool illegal = false;
+  int same_as = -1;     // index of an earlier candidate with the same source (not built again)
+  int registers = -1, spill_bytes = -1;  // max over the library's kernels (CUDA)
+};
+
+std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
+                                             const std::vector<Candidate>& candidates, const BuildRequest& request);
+
+// The reference library of `kernel`: the CPU backend's generated C++ (serial loops, exact
+// division), built with the host compiler into `work_dir` once (reused when present).
+std::string build_reference(const codegen::KernelDefinition& kernel, const std::string& work_dir);
+
+// Parses nvcc -Xptxas -v output: the largest register count and spill bytes of any kernel.
+void parse_ptxas_report(const std::string& log, int& registers, int& spill_bytes);
+
+}  // namespace kiln::tune

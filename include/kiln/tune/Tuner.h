@@ -1,0 +1,65 @@
+#pragma once
+// `kiln tune`: the search loop over the kernels of a model, with measurement in worker processes.
+//
+// A round of one kernel: the strategy proposes a batch; the batch is split into one shard per
+// worker; each shard is written as a task file and measured by `kiln tune-worker TASK -o OUT`
+// (build, check against the CPU backend, time), one process per GPU (CUDA_VISIBLE_DEVICES=g) or,
+// on the CPU target, per --workers. A worker runs under `timeout`; candidates a worker did not
+// report (it crashed or ran out of time) are recorded as "timeout". Results are appended to the
+// records file as they come. The same worker command runs under a cluster scheduler (a Slurm
+// array or a Kubernetes Job per task file; docs/TUNING.md).
+#include <string>
+#include <vector>
+
+#include "kiln/tune/Records.h"
+#include "kiln/tune/Runner.h"
+#include "kiln/tune/SearchStrategy.h"
+
+namespace kiln::tune {
+
+struct TuneOptions {
+  std::string model;
+  std::vector<std::string> nodes;  // empty: the whole model as one function
+  codegen::Target target = codegen::Target::Cuda;
+  std::string arch = "sm_90";
+  std::string records;             // -o: appended to; existing records are reused
+  std::string work_dir = "kiln-tune";
+  std::vector<int> gpus = {0};     // one worker per GPU
+  int cpu_workers = 1;             // CPU target: worker processes
+  int build_jobs = 4;              // compilers per worker
+  int worker_timeout_s = 300;
+  RunRequest run;
+  StrategyOptions strategy;
+  std::string kiln_exe;            // the kiln binary workers run ("" = this process' binary)
+  bool progress = true;
+};
+
+struct KernelReport {
+  std::string kernel, hash, shape, dtypes;
+  double default_us = 0, best_us = 0;
+  int trials = 0, ok = 0, failed = 0;
+  double seconds = 0;
+  std::string best_knobs, note;
+};
+
+std::vector<KernelReport> tune_model(const TuneOptions& options);
+std::string report_markdown(const std::vector<KernelReport>& reports, const TuneOptions& options);
+std::string report_json(const std::vector<KernelReport>& reports);
+
+// The worker side: reads a task file, measures its candidates, appends records to `out`.
+struct WorkerTask {
+  std::string model;
+  std::vector<std::string> nodes;
+  std::string kernel;  // which of the model's kernel definitions
+  codegen::Target target = codegen::Target::Cuda;
+  std::string arch;
+  std::string work_dir;
+  int build_jobs = 4;
+  RunRequest run;
+  std::vector<Candidate> candidates;
+};
+std::string task_to_json(const WorkerTask& task);
+WorkerTask task_from_json(const std::string& text, const std::string& where);
+void run_worker(const WorkerTask& task, const std::string& out);
+
+}  // namespace kiln::tune

@@ -1,0 +1,296 @@
+#include "kiln/tune/Runner.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+
+#include "GpuRuntime.h"
+#include "kiln/ir/IROperator.h"
+#include "kiln/runtime/kiln_call.h"
+#include "kiln/support/Error.h"
+
+namespace kiln::tune {
+
+namespace {
+
+std::vector<int64_t> constant_shape(const te::Tensor& t, const std::string& kernel) {
+  std::vector<int64_t> shape;
+  for (const ir::Expr& d : t.shape()) {
+    auto c = ir::as_const_int(d);
+    if (!c) user_error("kernel {}: tensor {} has a symbolic shape; tuning needs concrete shapes (a model with fixed input shapes)", kernel, t.name());
+    shape.push_back(*c);
+  }
+  return shape;
+}
+
+HostTensor random_tensor(DType dtype, const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+  HostTensor t(dtype, shape);
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_int_distribution<int> small(0, 3);
+  const bool is_float = dtype_class(dtype) == DTypeClass::Float;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (is_float) t.set_double(i, real(rng));
+    else t.set_int(i, dtype_class(dtype) == DTypeClass::Bool ? small(rng) % 2 : small(rng));
+  }
+  return t;
+}
+
+DLTensor dl_view(void* data, const KilnParam& param, const std::vector<int64_t>& shape, DLDeviceType device) {
+  DLTensor t{};
+  t.data = data;
+  t.device = DLDevice{device, 0};
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = param.dtype;
+  t.shape = const_cast<int64_t*>(shape.data());
+  return t;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+void tolerances(DType d, double& atol, double& rtol) {
+  if (dtype_class(d) != DTypeClass::Float) atol = rtol = 0;
+  else if (dtype_bytes(d) <= 2) atol = rtol = 2e-2;
+  else atol = 1e-4, rtol = 1e-3;
+}
+
+}  // namespace
+
+bool outputs_match(const HostTensor& got, const HostTensor& want, std::string& error) {
+  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+    error = "output is " + got.describe() + ", expected " + want.describe();
+    return false;
+  }
+  double atol, rtol;
+  tolerances(want.dtype(), atol, rtol);
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const double g = got.get_double(i), w = want.get_double(i);
+    const bool ok = std::isnan(w) ? std::isnan(g) : std::abs(g - w) <= atol + rtol * std::abs(w);
+    if (!ok) {
+      error = "element " + std::to_string(i) + " is " + std::to_string(g) + ", expected " + std::to_string(w) +
+              " (tolerance " + std::to_string(atol) + " + " + std::to_string(rtol) + " x |expected|)";
+      return false;
+    }
+  }
+  return true;
+}
+
+DeviceInfo device_info(codegen::Target target) {
+  DeviceInfo info;
+  if (target == codegen::Target::Cuda) {
+    const GpuRuntime& rt = GpuRuntime::get();
+    std::vector<char> props(1 << 16, 0);
+    info.name = rt.device_properties && rt.device_properties(props.data(), 0) == 0 ? std::string(props.data()) : "unknown GPU";
+    int major = 0, minor = 0;
+    rt.device_attribute(&major, GpuRuntime::kAttrMajor, 0);
+    rt.device_attribute(&minor, GpuRuntime::kAttrMinor, 0);
+    info.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+    return info;
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      info.name = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  struct utsname u;
+  info.arch = uname(&u) == 0 ? u.machine : "cpu";
+  if (info.name.empty()) info.name = info.arch;
+  return info;
+}
+
+struct Runner::State {
+  codegen::KernelDefinition kernel;
+  RunRequest request;
+  std::vector<HostTensor> inputs;                   // in kernel.inputs order (after drop_unread)
+  std::vector<std::vector<int64_t>> output_shapes;  // of the parameters after the inputs
+  std::vector<HostTensor> expected;
+  // CUDA: device copies of the inputs and an L2-sized flush buffer.
+  std::vector<void*> device_inputs;
+  void* flush = nullptr;
+  size_t flush_bytes = 0;
+  std::vector<char> host_flush;
+  ~State() {
+    if (request.target != codegen::Target::Cuda) return;
+    const GpuRuntime& rt = GpuRuntime::get();
+    for (void* p : device_inputs) rt.free_(p);
+    if (flush) rt.free_(flush);
+  }
+};
+
+Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& request, const std::string& work_dir)
+    : state_(new State) {
+  State& s = *state_;
+  s.kernel = kernel;
+  s.request = request;
+  // The parameters: those the reference function keeps (drop_unread_constants), same for all.
+  const codegen::GraphFunction ref_func = codegen::lower_kernel(kernel, codegen::Target::Cpu);
+  std::mt19937_64 rng(request.seed);
+  for (const ir::Buffer& b : ref_func.func.inputs) {
+    size_t k = 0;
+    while (k < kernel.inputs.size() && kernel.inputs[k].name() != b->name) ++k;
+    KILN_ASSERT(k < kernel.inputs.size(), "parameter {} is not an input of the kernel", b->name);
+    const std::vector<int64_t> shape = constant_shape(kernel.inputs[k], kernel.name);
+    s.inputs.push_back(kernel.known_inputs[k] ? *kernel.known_inputs[k] : random_tensor(b->dtype, shape, rng));
+  }
+  for (const te::Tensor& t : kernel.outputs) s.output_shapes.push_back(constant_shape(t, kernel.name));
+
+  const runtime::Library reference = runtime::Library::open(build_reference(kernel, work_dir));
+  const runtime::Function fn = reference.function(kernel.name);
+  std::vector<DLTensor> args;
+  std::vector<HostTensor> outputs;
+  for (size_t k = 0; k < s.output_shapes.size(); ++k) {
+    outputs.emplace_back(kernel.outputs[k].dtype(), s.output_shapes[k]);
+  }
+  for (size_t k = 0; k < s.inputs.size(); ++k) args.push_back(dl_view(s.inputs[k].data(), fn.signature().params[k], s.inputs[k].shape(), kDLCPU));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    args.push_back(dl_view(outputs[k].data(), fn.signature().params[s.inputs.size() + k], s.output_shapes[k], kDLCPU));
+  }
+  std::vector<char> workspace(fn.workspace_bytes(args) + 64);
+  fn(args, nullptr, workspace.data());
+  s.expected = outputs;
+
+  if (request.target == codegen::Target::Cuda) {
+    const GpuRuntime& rt = GpuRuntime::get();
+    for (const HostTensor& t : s.inputs) {
+      void* p = nullptr;
+      rt.check(rt.malloc_(&p, std::max<size_t>(t.num_bytes(), 256)), "cudaMalloc");
+      rt.check(rt.memcpy_(p, t.data(), t.num_bytes(), GpuRuntime::kHostToDevice), "cudaMemcpy");
+      s.device_inputs.push_back(p);
+    }
+    int l2 = 0;
+    rt.device_attribute(&l2, GpuRuntime::kAttrL2CacheSize, 0);
+    s.flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), 64 << 20);
+    rt.check(rt.malloc_(&s.flush, s.flush_bytes), "cudaMalloc");
+  } else {
+    s.host_flush.resize(64 << 20);
+  }
+}
+
+Runner::~Runner() { delete state_; }
+
+void Runner::measure(const BuiltCandidate& built, Record& record) {
+  State& s = *state_;
+  record.registers = built.registers;
+  record.spill_bytes = built.spill_bytes;
+  if (built.illegal) {
+    record.status = "illegal", record.error = built.error;
+    return;
+  }
+  if (built.library.empty()) {
+    record.status = "build_failed", record.error = built.error;
+    return;
+  }
+  const bool cuda = s.request.target == codegen::Target::Cuda;
+  const runtime::Library library = runtime::Library::open(built.library);
+  const runtime::Function fn = library.function(built.function);
+  const KilnSignature& sig = fn.signature();
+  const size_t n_in = s.inputs.size();
+  if (static_cast<size_t>(sig.num_params) != n_in + s.expected.size()) {
+    record.status = "run_failed", record.error = "the candidate's signature has " + std::to_string(sig.num_params) + " parameters, the reference's " + std::to_string(n_in + s.expected.size());
+    return;
+  }
+  const GpuRuntime* rt = cuda ? &GpuRuntime::get() : nullptr;
+  std::vector<HostTensor> outputs;
+  std::vector<void*> device_outputs;
+  std::vector<DLTensor> args;
+  for (size_t k = 0; k < s.expected.size(); ++k) outputs.emplace_back(s.expected[k].dtype(), s.output_shapes[k]);
+  for (size_t k = 0; k < n_in; ++k) {
+    args.push_back(dl_view(cuda ? s.device_inputs[k] : s.inputs[k].data(), sig.params[k], s.inputs[k].shape(), cuda ? kDLCUDA : kDLCPU));
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    void* p = outputs[k].data();
+    if (cuda) rt->check(rt->malloc_(&p, std::max<size_t>(outputs[k].num_bytes(), 256)), "cudaMalloc");
+    device_outputs.push_back(p);
+    args.push_back(dl_view(p, sig.params[n_in + k], s.output_shapes[k], cuda ? kDLCUDA : kDLCPU));
+  }
+  void* workspace = nullptr;
+  std::vector<char> host_workspace;
+  const size_t workspace_bytes = fn.workspace_bytes(args);
+  if (cuda && workspace_bytes > 0) rt->check(rt->malloc_(&workspace, workspace_bytes), "cudaMalloc");
+  if (!cuda) host_workspace.resize(workspace_bytes + 64), workspace = host_workspace.data();
+  auto release = [&] {
+    if (!cuda) return;
+    for (void* p : device_outputs) rt->free_(p);
+    if (workspace) rt->free_(workspace);
+  };
+  auto call = [&]() -> bool {
+    const int32_t status = fn.try_call(args, nullptr, workspace);
+    if (status != KILN_OK) {
+      record.status = "run_failed", record.error = "kiln_" + built.function + " returned " + std::to_string(status) + ": " + fn.last_error();
+      return false;
+    }
+    return true;
+  };
+  try {
+    // 1. Check: poisoned outputs, one call, compare with the CPU backend.
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (cuda) rt->check(rt->memset_async(device_outputs[k], 0x7f, outputs[k].num_bytes(), nullptr), "cudaMemset");
+      else std::memset(outputs[k].data(), 0x7f, outputs[k].num_bytes());
+    }
+    if (!call()) return release();
+    if (cuda) {
+      rt->check(rt->synchronize(), "the kernel");
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        rt->check(rt->memcpy_(outputs[k].data(), device_outputs[k], outputs[k].num_bytes(), GpuRuntime::kDeviceToHost), "cudaMemcpy");
+      }
+    }
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      std::string why;
+      if (!outputs_match(outputs[k], s.expected[k], why)) {
+        record.status = "wrong", record.error = "output " + std::to_string(k) + ": " + why;
+        return release();
+      }
+    }
+    // 2. Time: warm-up, then repeats, caches flushed before each.
+    std::vector<double> times_us;
+    void *start = nullptr, *stop = nullptr;
+    if (cuda) rt->check(rt->event_create(&start), "cudaEventCreate"), rt->check(rt->event_create(&stop), "cudaEventCreate");
+    for (int r = 0; r < s.request.warmup + s.request.repeats; ++r) {
+      if (cuda) {
+        rt->check(rt->memset_async(s.flush, r & 0xff, s.flush_bytes, nullptr), "cudaMemsetAsync");
+        rt->check(rt->event_record(start, nullptr), "cudaEventRecord");
+        if (!call()) break;
+        rt->check(rt->event_record(stop, nullptr), "cudaEventRecord");
+        rt->check(rt->event_synchronize(stop), "the kernel");
+        float ms = 0;
+        rt->check(rt->event_elapsed(&ms, start, stop), "cudaEventElapsedTime");
+        if (r >= s.request.warmup) times_us.push_back(1000.0 * ms);
+      } else {
+        std::memset(s.host_flush.data(), r & 0xff, s.host_flush.size());
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!call()) break;
+        const auto t1 = std::chrono::steady_clock::now();
+        if (r >= s.request.warmup) times_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+    }
+    if (cuda) rt->event_destroy(start), rt->event_destroy(stop);
+    if (record.status == "run_failed") return release();
+    record.status = "ok";
+    record.median_us = percentile(times_us, 0.5);
+    record.min_us = percentile(times_us, 0.0);
+    record.p90_us = percentile(times_us, 0.9);
+    record.repeats = static_cast<int>(times_us.size());
+  } catch (const std::runtime_error& e) {
+    record.status = "run_failed", record.error = e.what();
+    release();
+    // A CUDA error here is sticky (the context is lost): nothing after it can be measured.
+    if (cuda) throw;
+    return;
+  }
+  release();
+}
+
+}  // namespace kiln::tune

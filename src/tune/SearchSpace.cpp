@@ -1,0 +1,205 @@
+#include "kiln/tune/SearchSpace.h"
+
+#include <algorithm>
+
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/Simplify.h"
+#include "kiln/support/Error.h"
+
+namespace kiln::tune {
+
+namespace {
+
+constexpr int64_t kMaxBlockThreads = 1024;
+constexpr int64_t kRegistersPerSm = 65536;
+constexpr int64_t kMaxRegistersPerThread = 255;
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+// Registers a row kernel needs besides its cached row slice (indices, accumulators, addresses);
+// a rough floor, checked again after building against ptxas' report.
+constexpr int64_t kRowKernelBaseRegisters = 24;
+
+struct StageKinds {
+  bool row = false, column = false, flat = false;
+};
+
+StageKinds stage_kinds(const codegen::KernelDefinition& kernel) {
+  const Schedule s = default_gpu_schedule(kernel.inputs, kernel.outputs);
+  StageKinds kinds;
+  for (const te::Tensor& t : te::topological_order(kernel.outputs, kernel.inputs)) {
+    const StageSchedule* st = s.find(t.name());
+    if (!st) continue;
+    if (st->contraction_tile) continue;  // contraction knobs: see add_contraction_knobs below
+    if (st->reduce_threads > 0) kinds.row = true;
+    else if (st->reduce_row_threads > 1) kinds.column = true;
+    else if (st->description.rfind("elementwise", 0) == 0 || st->description.find("a thread per output") != std::string::npos)
+      kinds.flat = true;
+  }
+  return kinds;
+}
+
+int64_t row_columns(const codegen::KernelDefinition& kernel) {
+  int64_t columns = 0;
+  for (const te::Tensor& t : te::topological_order(kernel.outputs, kernel.inputs)) {
+    if (t.is_placeholder()) continue;
+    if (const ir::Reduce* red = t->body.as<ir::Reduce>()) {
+      if (red->axes.empty()) continue;
+      if (auto c = ir::as_const_int(ir::simplify(red->axes.back().extent))) columns = std::max(columns, *c);
+    }
+  }
+  return columns;
+}
+
+// The place for the contraction templates' knobs (tile m/n/k, pipeline stages, split-K, warp
+// layout) once they are fields of the schedule: one Knob per field, their legality (shared
+// memory per stage, registers per warp tile) in illegal_reason.
+void add_contraction_knobs(SearchSpace&) {}
+
+}  // namespace
+
+std::string candidate_text(const Candidate& c) {
+  std::string s;
+  for (const auto& [k, v] : c) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  return s.empty() ? "(defaults)" : s;
+}
+
+Candidate SearchSpace::default_candidate() const {
+  Candidate c;
+  for (const Knob& k : knobs) c[k.name] = k.values.at(0);
+  return c;
+}
+
+bool SearchSpace::contains(const Candidate& c) const {
+  if (c.size() != knobs.size()) return false;
+  for (const Knob& k : knobs) {
+    auto it = c.find(k.name);
+    if (it == c.end() || std::find(k.values.begin(), k.values.end(), it->second) == k.values.end()) return false;
+  }
+  return true;
+}
+
+double SearchSpace::size() const {
+  double n = 1;
+  for (const Knob& k : knobs) n *= static_cast<double>(k.values.size());
+  return n;
+}
+
+int64_t SearchSpace::block_threads(const Candidate& c) const {
+  if (target != codegen::Target::Cuda) return 1;
+  const DefaultScheduleOptions o = schedule_options(c);
+  const Schedule s = default_gpu_schedule(kernel.inputs, kernel.outputs, o);
+  int64_t most = 1;
+  for (const te::Tensor& t : te::topological_order(kernel.outputs, kernel.inputs)) {
+    const StageSchedule* st = s.find(t.name());
+    if (!st) continue;
+    if (st->contraction_tile) most = std::max(most, st->contraction_tile->threads());
+    else if (st->reduce_threads > 0) most = std::max(most, st->reduce_threads);
+    else if (st->reduce_row_threads > 1) most = std::max(most, o.column_threads * st->reduce_row_threads);
+    else most = std::max(most, o.threads_per_block);
+  }
+  return most;
+}
+
+std::string SearchSpace::illegal_reason(const Candidate& c) const {
+  if (!contains(c)) return "not a point of the space";
+  if (target != codegen::Target::Cuda) return "";
+  const DefaultScheduleOptions o = schedule_options(c);
+  const int64_t threads = block_threads(c);
+  if (threads > kMaxBlockThreads) return std::to_string(threads) + " threads per block (at most 1024)";
+  if (c.count("column_row_threads")) {
+    const int64_t lanes = std::max<int64_t>(1, o.vector_bytes / narrowest_input_bytes);
+    const int64_t rows = o.column_row_threads > 0 ? o.column_row_threads : std::min<int64_t>(32, 4 * lanes);
+    const int64_t shared = o.column_threads * rows * lanes * 4;
+    if (o.column_threads * rows > kMaxBlockThreads) return "column reduction: more than 1024 threads per block";
+    if (shared > kStaticSharedBytes) return "column reduction: " + std::to_string(shared) + " bytes of shared memory (at most 48 KiB static)";
+  }
+  if (row_columns > 0 && c.count("row_threads")) {
+    const int64_t row_threads = threads;
+    const int64_t slice = (row_columns * widest_input_bytes + row_threads - 1) / row_threads;
+    if (slice <= o.row_cache_bytes) {
+      const int64_t registers = slice / 4 + kRowKernelBaseRegisters;
+      if (registers > kMaxRegistersPerThread || registers * row_threads > kRegistersPerSm) {
+        return "row cache of " + std::to_string(slice) + " bytes per thread x " + std::to_string(row_threads) +
+               " threads exceeds the registers of an SM";
+      }
+    }
+  }
+  return "";
+}
+
+SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Target target) {
+  SearchSpace space;
+  space.target = target;
+  space.kernel = kernel;
+  int64_t narrowest = 0, widest = 0;
+  for (const te::Tensor& t : kernel.inputs) {
+    const int64_t b = dtype_bytes(t.dtype());
+    narrowest = narrowest == 0 ? b : std::min(narrowest, b);
+    widest = std::max(widest, b);
+  }
+  if (narrowest > 0) space.narrowest_input_bytes = narrowest, space.widest_input_bytes = widest;
+  if (target == codegen::Target::Cpu) {
+    space.knobs = {{"opt_level", {2, 1, 3}}, {"native", {0, 1}}, {"unroll", {0, 1}}};
+    space.known_good_ = {{{"opt_level", 3}, {"native", 1}, {"unroll", 0}}};
+    return space;
+  }
+  const StageKinds kinds = stage_kinds(kernel);
+  space.knobs.push_back({"vector_bytes", {16, 8, 4}});
+  if (kinds.flat) space.knobs.push_back({"threads_per_block", {256, 128, 512, 1024}});
+  if (kinds.row) {
+    space.row_columns = row_columns(kernel);
+    space.knobs.push_back({"row_threads", {0, 64, 128, 256, 512, 1024}});
+    space.knobs.push_back({"row_cache_bytes", {256, 0, 128, 512}});
+  }
+  if (kinds.column) {
+    space.knobs.push_back({"column_threads", {32, 64, 128}});
+    space.knobs.push_back({"column_row_threads", {0, 4, 8, 16, 32}});
+  }
+  add_contraction_knobs(space);
+  const Candidate base = space.default_candidate();
+  auto with = [&](std::initializer_list<std::pair<const char*, int64_t>> changes) {
+    Candidate c = base;
+    for (const auto& [k, v] : changes) {
+      if (!c.count(k)) return;
+      c[k] = v;
+    }
+    if (space.illegal_reason(c).empty()) space.known_good_.push_back(c);
+  };
+  with({{"row_threads", 512}});
+  with({{"row_threads", 1024}});
+  with({{"row_threads", 128}});
+  with({{"row_threads", 512}, {"row_cache_bytes", 0}});
+  with({{"column_row_threads", 8}});
+  with({{"column_row_threads", 16}, {"column_threads", 64}});
+  with({{"threads_per_block", 512}});
+  with({{"threads_per_block", 128}});
+  return space;
+}
+
+DefaultScheduleOptions schedule_options(const Candidate& c) {
+  DefaultScheduleOptions o;
+  auto set = [&](const char* name, int64_t& field) {
+    auto it = c.find(name);
+    if (it != c.end()) field = it->second;
+  };
+  set("threads_per_block", o.threads_per_block);
+  set("vector_bytes", o.vector_bytes);
+  set("row_threads", o.row_threads);
+  set("row_cache_bytes", o.row_cache_bytes);
+  set("column_threads", o.column_threads);
+  set("column_row_threads", o.column_row_threads);
+  return o;
+}
+
+std::vector<std::string> cpu_flags(const Candidate& c) {
+  std::vector<std::string> flags;
+  auto get = [&](const char* name, int64_t fallback) {
+    auto it = c.find(name);
+    return it == c.end() ? fallback : it->second;
+  };
+  flags.push_back("-O" + std::to_string(get("opt_level", 2)));
+  if (get("native", 0)) flags.push_back("-march=native");
+  if (get("unroll", 0)) flags.push_back("-funroll-loops");
+  return flags;
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,142 @@
+// `kiln tune-worker TASK -o OUT`: measures one shard of candidates of one kernel (build, check
+// against the CPU backend, time) and appends a record per candidate to OUT as it goes. The same
+// command runs under the process pool of `kiln tune`, a Slurm array or a Kubernetes Job.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "kiln/onnx/Import.h"
+#include "kiln/support/Error.h"
+#include "kiln/tune/Runner.h"
+#include "kiln/tune/Tuner.h"
+
+namespace kiln::tune {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string task_to_json(const WorkerTask& t) {
+  json j;
+  j["model"] = t.model;
+  j["nodes"] = t.nodes;
+  j["kernel"] = t.kernel;
+  j["target"] = codegen::target_name(t.target);
+  j["arch"] = t.arch;
+  j["work_dir"] = t.work_dir;
+  j["build_jobs"] = t.build_jobs;
+  j["warmup"] = t.run.warmup;
+  j["repeats"] = t.run.repeats;
+  j["seed"] = t.run.seed;
+  j["candidates"] = json::array();
+  for (const Candidate& c : t.candidates) {
+    json k = json::object();
+    for (const auto& [name, v] : c) k[name] = v;
+    j["candidates"].push_back(k);
+  }
+  return j.dump(1);
+}
+
+WorkerTask task_from_json(const std::string& text, const std::string& where) {
+  WorkerTask t;
+  try {
+    const json j = json::parse(text);
+    t.model = j.at("model").get<std::string>();
+    t.nodes = j.at("nodes").get<std::vector<std::string>>();
+    t.kernel = j.at("kernel").get<std::string>();
+    const std::string target = j.at("target").get<std::string>();
+    if (target != "cuda" && target != "cpu") user_error("{}: \"target\" is '{}' (expected cuda or cpu)", where, target);
+    t.target = target == "cpu" ? codegen::Target::Cpu : codegen::Target::Cuda;
+    t.arch = j.at("arch").get<std::string>();
+    t.work_dir = j.at("work_dir").get<std::string>();
+    t.build_jobs = j.value("build_jobs", 4);
+    t.run.target = t.target;
+    t.run.warmup = j.value("warmup", 3);
+    t.run.repeats = j.value("repeats", 20);
+    t.run.seed = j.value("seed", 1ull);
+    for (const json& c : j.at("candidates")) {
+      Candidate cand;
+      for (const auto& [k, v] : c.items()) cand[k] = v.get<int64_t>();
+      t.candidates.push_back(cand);
+    }
+  } catch (const json::exception& e) {
+    user_error("{}: not a tune-worker task: {}", where, e.what());
+  }
+  return t;
+}
+
+codegen::KernelDefinition find_kernel(const std::string& model, const std::vector<std::string>& nodes,
+                                      const std::string& name) {
+  const Graph graph = load_onnx(model);
+  const std::string model_name = graph.name.empty() ? fs::path(model).stem().string() : graph.name;
+  for (codegen::KernelDefinition& k : codegen::kernel_definitions(graph, model_name, nodes)) {
+    if (k.name == name) return k;
+  }
+  user_error("the model {} has no kernel named '{}' (with --nodes {})", model, name, nodes.size());
+}
+
+static std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return text;
+}
+
+void run_worker(const WorkerTask& task, const std::string& out) {
+  const codegen::KernelDefinition kernel = find_kernel(task.model, task.nodes, task.kernel);
+  const KernelKey key = kernel_key(kernel);
+  const SearchSpace space = search_space(kernel, task.target);
+  const DeviceInfo device = device_info(task.target);
+  BuildRequest build;
+  build.target = task.target;
+  build.arch = task.arch;
+  build.work_dir = task.work_dir;
+  build.jobs = task.build_jobs;
+  const std::vector<BuiltCandidate> built = build_candidates(kernel, space, task.candidates, build);
+  std::ofstream file(out, std::ios::app);
+  std::vector<Record> records;
+  const char* commit = std::getenv("KILN_COMMIT");
+  std::unique_ptr<Runner> runner;
+  try {
+    runner = std::make_unique<Runner>(kernel, task.run, task.work_dir);
+  } catch (const std::runtime_error& e) {
+    // No device to run on (or the reference failed): every candidate says so.
+    for (const BuiltCandidate& b : built) {
+      Record r;
+      r.kernel = kernel.name, r.key = key, r.target = codegen::target_name(task.target), r.arch = device.arch;
+      r.device = device.name, r.knobs = b.knobs, r.time = utc_now();
+      r.status = "run_failed", r.error = std::string("the runner could not start: ") + e.what();
+      file << record_to_json(r) << "\n";
+    }
+    user_error("tune-worker: the runner could not start: {}", e.what());
+  }
+  for (size_t i = 0; i < built.size(); ++i) {
+    Record r;
+    r.kernel = kernel.name;
+    r.key = key;
+    r.target = codegen::target_name(task.target);
+    r.arch = device.arch;
+    r.device = device.name;
+    r.kiln_commit = commit ? commit : "";
+    r.knobs = built[i].knobs;
+    r.time = utc_now();
+    if (built[i].same_as >= 0) {
+      const Record& same = records[static_cast<size_t>(built[i].same_as)];
+      r.status = same.status, r.median_us = same.median_us, r.min_us = same.min_us, r.p90_us = same.p90_us;
+      r.repeats = same.repeats, r.registers = same.registers, r.spill_bytes = same.spill_bytes;
+      r.error = same.error.empty() ? "" : same.error;
+    } else {
+      try {
+        runner->measure(built[i], r);
+      } catch (const std::exception&) {
+        file << record_to_json(r) << "\n" << std::flush;
+        throw;  // the CUDA context is lost; the tuner reports the rest as not measured
+      }
+    }
+    records.push_back(r);
+    file << record_to_json(r) << "\n" << std::flush;
+  }
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,134 @@
+// The orchestration end to end on the CPU target (CI has no GPU): kiln tune-worker processes
+// build the generated C++ under each candidate's flags, check it against the CPU backend, time
+// it; records are appended, reused by a second run, and read back by choose_schedule.
+#include "kiln/tune/Tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "TuneTestModels.h"
+#include "kiln/tune/Apply.h"
+
+namespace kiln::tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string kiln_binary() { return std::string(KILN_BINARY_DIR) + "/tools/kiln"; }
+
+TuneOptions cpu_options(const std::string& dir, const std::string& model) {
+  TuneOptions o;
+  o.model = model;
+  o.target = codegen::Target::Cpu;
+  o.arch = "cpu";
+  o.records = dir + "/records.jsonl";
+  o.work_dir = dir + "/work";
+  o.cpu_workers = 2;
+  o.build_jobs = 1;
+  o.run.repeats = 3;
+  o.run.warmup = 1;
+  o.strategy.trials = 4;
+  o.strategy.batch = 4;
+  o.kiln_exe = kiln_binary();
+  o.progress = false;
+  return o;
+}
+
+TEST(Tuner, CpuTargetOnTwoWorkerProcesses) {
+  if (!fs::exists(kiln_binary())) GTEST_SKIP() << "the kiln binary is not built (" << kiln_binary() << ")";
+  const std::string dir = test::temp_dir("tuner");
+  const std::string model = dir + "/softmax.onnx";
+  save_onnx(test::softmax_graph(4, 64, DType::Float32), model);
+  TuneOptions o = cpu_options(dir, model);
+  const std::vector<KernelReport> reports = tune_model(o);
+  ASSERT_EQ(reports.size(), 1u);
+  const KernelReport& r = reports[0];
+  EXPECT_EQ(r.trials, 4);
+  EXPECT_EQ(r.ok, 4) << r.note;
+  EXPECT_GT(r.default_us, 0);
+  EXPECT_GT(r.best_us, 0);
+  EXPECT_LE(r.best_us, r.default_us);
+  // Both workers measured (their shards are in separate folders).
+  EXPECT_TRUE(fs::exists(o.work_dir + "/worker0/softmax_model_round0.jsonl"));
+  EXPECT_TRUE(fs::exists(o.work_dir + "/worker1/softmax_model_round0.jsonl"));
+  Database db;
+  db.load(o.records);
+  ASSERT_EQ(db.records().size(), 4u);
+  for (const Record& rec : db.records()) {
+    EXPECT_EQ(rec.status, "ok") << rec.error;
+    EXPECT_EQ(rec.target, "cpu");
+    EXPECT_GT(rec.repeats, 0);
+    EXPECT_LE(rec.min_us, rec.median_us);
+    EXPECT_LE(rec.median_us, rec.p90_us);
+  }
+  const std::string md = report_markdown(reports, o);
+  EXPECT_NE(md.find("| softmax_model | 4x64->4x64 | float32->float32 |"), std::string::npos) << md;
+
+  // A second run reuses the records: the four points are not measured again.
+  o.strategy.trials = 2;
+  o.strategy.batch = 2;
+  const std::vector<KernelReport> again = tune_model(o);
+  Database db2;
+  db2.load(o.records);
+  EXPECT_EQ(db2.records().size(), 4u + static_cast<size_t>(again[0].trials));
+  std::set<std::string> points;
+  for (const Record& rec : db2.records()) EXPECT_TRUE(points.insert(candidate_text(rec.knobs)).second) << candidate_text(rec.knobs);
+
+  // kiln compile's lookup picks the fastest.
+  const ChosenSchedule chosen = choose_schedule(db2, test::only_kernel(test::softmax_graph(4, 64, DType::Float32)),
+                                                codegen::Target::Cpu, "");
+  ASSERT_NE(chosen.record, nullptr) << chosen.note;
+  for (const Record& rec : db2.records()) EXPECT_LE(chosen.record->median_us, rec.median_us);
+  EXPECT_FALSE(chosen.cpu_flags.empty());
+}
+
+TEST(Tuner, WorkersThatFailAreRecordedAndNeverChosen) {
+  const std::string dir = test::temp_dir("tuner_fail");
+  const std::string model = dir + "/softmax.onnx";
+  save_onnx(test::softmax_graph(4, 64, DType::Float32), model);
+  TuneOptions o = cpu_options(dir, model);
+  o.kiln_exe = "/bin/false";  // a worker that exits at once, measuring nothing
+  o.strategy.patience = 1;
+  const std::vector<KernelReport> reports = tune_model(o);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].ok, 0);
+  EXPECT_EQ(reports[0].best_us, 0);
+  EXPECT_EQ(reports[0].note, "no candidate ran correctly; the default schedule stays");
+  Database db;
+  db.load(o.records);
+  ASSERT_FALSE(db.records().empty());
+  EXPECT_EQ(db.records()[0].status, "run_failed");
+  EXPECT_NE(db.records()[0].error.find("the worker exited with status 1 before measuring it"), std::string::npos)
+      << db.records()[0].error;
+  EXPECT_FALSE(choose_schedule(db, test::only_kernel(test::softmax_graph(4, 64, DType::Float32)), codegen::Target::Cpu, "").record);
+}
+
+TEST(Tuner, WorkerTaskRoundTripAndErrors) {
+  WorkerTask t;
+  t.model = "m.onnx", t.kernel = "k", t.target = codegen::Target::Cpu, t.arch = "cpu", t.work_dir = "w";
+  t.candidates = {{{"opt_level", 3}}, {{"opt_level", 1}, {"native", 1}}};
+  const WorkerTask back = task_from_json(task_to_json(t), "t.json");
+  EXPECT_EQ(back.candidates, t.candidates);
+  EXPECT_EQ(back.target, codegen::Target::Cpu);
+  try {
+    task_from_json(R"({"model":"m","nodes":[],"kernel":"k","target":"tpu","arch":"x","work_dir":"w","candidates":[]})", "t.json");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.json: \"target\" is 'tpu' (expected cuda or cpu)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Runner, OutputsMatchNamesTheFirstBadElement) {
+  HostTensor want(DType::Float32, {3}), got(DType::Float32, {3});
+  for (int i = 0; i < 3; ++i) want.set_double(i, i + 1.0), got.set_double(i, i + 1.0);
+  std::string error;
+  EXPECT_TRUE(outputs_match(got, want, error)) << error;
+  got.set_double(2, 3.5);
+  EXPECT_FALSE(outputs_match(got, want, error));
+  EXPECT_NE(error.find("element 2 is 3.500000, expected 3.000000"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace kiln::tune
