@@ -11,7 +11,8 @@
 // The epilogue type says how many B operands it takes: `static constexpr int kNumB` (1 or 2,
 // matching Problem::num_b).
 //
-// T is __half or __nv_bfloat16 (both operands), accumulation in fp32. Every entry point checks
+// T is __half or __nv_bfloat16 (both operands), or float when the user allowed TF32 (`kiln compile
+// --tf32`), accumulation in fp32. Every entry point checks
 // what its fast path needs (alignment, unit strides) and runs `simt` otherwise: an unsupported
 // operand is slower, never wrong. All launch on `stream` only, allocate nothing, never
 // synchronize, and return the launch's cudaError_t.
@@ -45,6 +46,7 @@ struct GemvConfig {
 
 namespace detail {
 
+__device__ inline float as_float(float f) { return f; }
 __device__ inline float as_float(__half h) { return __half2float(h); }
 __device__ inline float as_float(__nv_bfloat16 h) { return __bfloat162float(h); }
 

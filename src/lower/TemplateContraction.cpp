@@ -21,8 +21,10 @@ constexpr size_t kMaxBatchRank = 4;  // kernels/gemm/gemm_problem.cuh
 
 bool is_half(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 
-// A factor the templates can read: a float16/bfloat16 tensor element widened to float32.
-const TensorRead* half_factor(const Expr& e) {
+// A factor the templates can read: a float16/bfloat16 tensor element widened to float32, or
+// (TF32 allowed) a float32 tensor element.
+const TensorRead* template_factor(const Expr& e, bool tf32) {
+  if (const TensorRead* r = e.as<TensorRead>()) return tf32 && r->tensor->dtype == DType::Float32 ? r : nullptr;
   const Cast* c = e.as<Cast>();
   if (!c || c->type != Type(DType::Float32)) return nullptr;
   const TensorRead* r = c->value.as<TensorRead>();
@@ -157,8 +159,9 @@ std::optional<Expr> side_stride(const std::vector<Expr>& strides, const std::vec
 }
 
 // `factor` as a strided operand over (batch, mn side, k side), or nullopt.
-std::optional<ContractionOperand> operand_of(const Expr& factor, const Roles& r, bool is_a, const Buffers& buffers) {
-  const TensorRead* read = half_factor(factor);
+std::optional<ContractionOperand> operand_of(const Expr& factor, const Roles& r, bool is_a, bool tf32,
+                                            const Buffers& buffers) {
+  const TensorRead* read = template_factor(factor, tf32);
   if (!read) return std::nullopt;
   auto it = buffers.find(read->tensor.get());
   if (it == buffers.end()) return std::nullopt;
@@ -185,17 +188,17 @@ struct Candidate {
 };
 
 // The operands of contraction stage `s`, when the templates can read them.
-std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers) {
+std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers, bool tf32) {
   if (s.inlined->pattern != te::Pattern::Reduction) return std::nullopt;
   const Reduce* red = s.inlined->body.as<Reduce>();
   if (red->condition.defined() && !is_one(red->condition)) return std::nullopt;
   auto c = te::as_contraction(s.inlined);
   if (!c || s.inlined.dtype() != DType::Float32) return std::nullopt;
-  const TensorRead *ra = half_factor(c->a), *rb = half_factor(c->b);
+  const TensorRead *ra = template_factor(c->a, tf32), *rb = template_factor(c->b, tf32);
   if (!ra || !rb || ra->tensor->dtype != rb->tensor->dtype) return std::nullopt;
   Roles roles = roles_of(s.inlined, *c);
   if (roles.batch_vars.size() > kMaxBatchRank) return std::nullopt;
-  auto a = operand_of(c->a, roles, true, buffers), b = operand_of(c->b, roles, false, buffers);
+  auto a = operand_of(c->a, roles, true, tf32, buffers), b = operand_of(c->b, roles, false, tf32, buffers);
   if (!a || !b) return std::nullopt;
   return Candidate{*c, std::move(roles), *a, *b};
 }
@@ -203,7 +206,7 @@ std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers)
 std::optional<Candidate> candidate_of(const LoweringStage& s, const Buffers& buffers, const Schedule& schedule) {
   const StageSchedule* ss = schedule.find(s.inlined.name());
   if (!ss || !ss->gemm_template) return std::nullopt;
-  return analyze(s, buffers);
+  return analyze(s, buffers, ss->gemm_template->tf32);
 }
 
 bool same_exprs(const std::vector<Expr>& x, const std::vector<Expr>& y) {
@@ -315,9 +318,10 @@ std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Ten
         const Roles roles = roles_of(inlined, *ci);
         const Buffers leaf_buffer = {{leaf.node().get(), Buffer::make(leaf.name(), leaf.dtype(), leaf.shape())}};
         for (const bool is_a : {true, false}) {
-          const TensorRead* read = half_factor(is_a ? ci->a : ci->b);
+          const bool tf32 = s->gemm_template->tf32;
+          const TensorRead* read = template_factor(is_a ? ci->a : ci->b, tf32);
           if (read && read->tensor.get() == leaf.node().get()) {
-            affine = operand_of(is_a ? ci->a : ci->b, roles, is_a, leaf_buffer).has_value();
+            affine = operand_of(is_a ? ci->a : ci->b, roles, is_a, tf32, leaf_buffer).has_value();
           }
         }
       }
@@ -393,7 +397,7 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
   // Recomputed here (planning checked them): the operands of each contraction.
   std::vector<Candidate> candidates;
   for (const LoweringStage& s : group.contractions) {
-    auto c = analyze(s, buffers);
+    auto c = analyze(s, buffers, config.tf32);
     KILN_ASSERT(c, "template contraction {} is no longer a candidate", s.inlined.name());
     candidates.push_back(*c);
   }

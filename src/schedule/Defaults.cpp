@@ -191,15 +191,21 @@ ContractionTile contraction_tile(const te::Tensor& t, const te::Contraction& c) 
 // The contraction template for a contraction whose factors are float16/bfloat16 reads widened to
 // float32 (MatMul, Gemm, attention's products): the small-M kernel up to 16 rows of A (unless M
 // is known to be larger), the tensor-core kernel above, its tile from the output's sides.
-std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contraction& c) {
-  auto half_read = [](const Expr& e) {
+std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contraction& c, bool allow_tf32) {
+  // The dtype the factor reads: float16/bfloat16 widened to float32, or float32 itself.
+  auto factor_dtype = [](const Expr& e) -> std::optional<DType> {
     const Cast* cast = e.as<Cast>();
-    const TensorRead* r = cast ? cast->value.as<TensorRead>() : nullptr;
-    return r && (r->tensor->dtype == DType::Float16 || r->tensor->dtype == DType::BFloat16) ? r->tensor->dtype
-                                                                                             : DType::Float32;
+    const TensorRead* r = cast ? cast->value.as<TensorRead>() : e.as<TensorRead>();
+    if (!r) return std::nullopt;
+    const DType d = r->tensor->dtype;
+    if (cast && (d == DType::Float16 || d == DType::BFloat16)) return d;
+    if (!cast && d == DType::Float32) return d;
+    return std::nullopt;
   };
-  const DType da = half_read(c.a), db = half_read(c.b);
-  if (da == DType::Float32 || da != db || t.dtype() != DType::Float32) return std::nullopt;
+  const auto fa = factor_dtype(c.a), fb = factor_dtype(c.b);
+  if (!fa || !fb || *fa != *fb || t.dtype() != DType::Float32) return std::nullopt;
+  const DType da = *fa;
+  if (da == DType::Float32 && !allow_tf32) return std::nullopt;
   auto side = [&](const std::vector<int>& axes) {
     Expr e = Expr(1);
     for (int d : axes) e = e * t.shape(d);
@@ -207,11 +213,12 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   };
   const auto m = side(c.m_axes), n = side(c.n_axes);
   GemmTemplate g;
+  g.tf32 = da == DType::Float32;
   if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
   const bool big = (!m || *m >= 128) && (!n || *n >= 128);
   if (!big) g.bm = g.bn = 64;
   auto s = [](int64_t v) { return std::to_string(v); };
-  g.reason = std::string(dtype_name(da)) + " factors: " +
+  g.reason = std::string(dtype_name(da)) + (g.tf32 ? " factors in TF32 (allowed by the user)" : " factors") + ": " +
              (g.gemv_max_m ? "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) +
                                  " warps per block); otherwise "
                            : std::string()) +
@@ -326,7 +333,7 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
       if (auto c = te::as_contraction(t)) {
         s.contraction_tile = contraction_tile(t, *c);
         s.contraction_description = describe(*s.contraction_tile);
-        s.gemm_template = gemm_template(t, *c);
+        s.gemm_template = gemm_template(t, *c, options.allow_tf32);
       }
     } else if (t.ndim() >= 2) {
       const Expr r = product(t.shape(), 0, t.shape().size() - 1), c = simplify(t.shape().back());

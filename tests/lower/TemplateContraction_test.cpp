@@ -10,6 +10,7 @@
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/runtime/Interpreter.h"
+#include "kiln/schedule/Defaults.h"
 
 namespace kiln {
 namespace {
@@ -175,6 +176,26 @@ TEST(TemplateContraction, Float32MatMulKeepsTheTiledPath) {
   EXPECT_TRUE(templates_in(gpu[0].func).empty());
   EXPECT_NE(gpu[0].func.stage_notes.at(0).find("contraction tiled through shared memory"), std::string::npos)
       << gpu[0].func.stage_notes.at(0);
+}
+
+// With TF32 allowed (kiln compile --tf32), the same float32 MatMul runs the template (T = float).
+TEST(TemplateContraction, Float32MatMulUsesTheTemplateWhenTf32IsAllowed) {
+  TestGraph t(17, false);
+  const int x = t.input("x", DType::Float32, {var("m"), Expr(16)});
+  const int w = t.input("w", DType::Float32, {Expr(16), Expr(8)});
+  t.output(t.node("mm", OpKind::MatMul, {x, w}));
+  const auto kernels = codegen::kernel_definitions(t.graph, "tf32");
+  ASSERT_EQ(kernels.size(), 1u);
+  DefaultScheduleOptions options;
+  options.allow_tf32 = true;
+  const Schedule schedule = default_gpu_schedule(kernels[0].inputs, kernels[0].outputs, options);
+  const codegen::GraphFunction f = codegen::lower_kernel(kernels[0], codegen::Target::Cuda, &schedule);
+  const auto found = templates_in(f.func);
+  ASSERT_EQ(found.size(), 1u) << to_string(f.func.body);
+  EXPECT_TRUE(found[0]->config.tf32);
+  EXPECT_EQ(found[0]->a.buffer->dtype, DType::Float32);
+  EXPECT_NE(f.func.stage_notes.at(0).find("float32 factors in TF32 (allowed by the user)"), std::string::npos)
+      << f.func.stage_notes.at(0);
 }
 
 }  // namespace

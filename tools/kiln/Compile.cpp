@@ -9,7 +9,9 @@
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/onnx/Import.h"
 #include "kiln/support/Error.h"
+#include "kiln/schedule/Defaults.h"
 #include "kiln/tune/Apply.h"
+#include "kiln/tune/SearchSpace.h"
 
 namespace kiln::cli {
 
@@ -24,6 +26,7 @@ struct CompileOptions {
   std::vector<std::string> nodes;
   bool no_build = false;
   std::string records;  // "": the default cache folder when it exists
+  bool tf32 = false;     // float32 contractions may use TF32 tensor cores
 };
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -64,7 +67,12 @@ int run_compile(const CompileOptions& options) {
   std::vector<std::string> schedule_notes, cpu_flags;
   for (const codegen::KernelDefinition& k :
        codegen::kernel_definitions(graph, graph.name.empty() ? model_name : graph.name, options.nodes)) {
-    const tune::ChosenSchedule chosen = tune::choose_schedule(records, k, target, cpu ? "" : options.targets.at(0));
+    tune::ChosenSchedule chosen = tune::choose_schedule(records, k, target, cpu ? "" : options.targets.at(0));
+    if (options.tf32 && !cpu) {
+      DefaultScheduleOptions o = chosen.record ? tune::schedule_options(chosen.record->knobs) : DefaultScheduleOptions();
+      o.allow_tf32 = true;
+      chosen.schedule = default_gpu_schedule(k.inputs, k.outputs, o);
+    }
     functions.push_back(codegen::lower_kernel(k, target, chosen.schedule ? &*chosen.schedule : nullptr));
     schedule_notes.push_back(chosen.note);
     if (!chosen.cpu_flags.empty()) cpu_flags = chosen.cpu_flags;
@@ -149,6 +157,9 @@ void register_compile(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--nodes", options->nodes, "Comma-separated node names: one function per node")->delimiter(',');
   cmd->add_flag("--no-build", options->no_build, "Only write the sources");
+  cmd->add_flag("--tf32", options->tf32,
+                "Let float32 MatMul/Gemm run on tensor cores in TF32 (10-bit mantissas: about 1e-3 relative "
+                "error). Without it float32 contractions stay exact FP32");
   cmd->add_option("--records", options->records,
                   "Tuning records (kiln tune -o) or a folder of them; default: $KILN_RECORDS or ~/.cache/kiln/records "
                   "when it exists. Kernels without a record keep the default schedule (schedules.md says which)");

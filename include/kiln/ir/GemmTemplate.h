@@ -16,6 +16,8 @@ struct GemmTemplate {
   int64_t bm = 128, bn = 128, bk = 32;
   int64_t warps_m = 2, warps_n = 2;
   int64_t stages = 3;
+  // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
+  bool tf32 = false;
   std::string reason;  // why this path and these knobs; printed above the call
 };
 

@@ -36,6 +36,9 @@ struct DefaultScheduleOptions {
   // rows (threadIdx.y; 0: 4 per lane of the vector, at most 32).
   int64_t column_threads = 32;
   int64_t column_row_threads = 0;
+  // Float32 contractions may run the tensor-core templates in TF32 (10-bit mantissas, about 1e-3
+  // relative error; `kiln compile --tf32`). Off: exact FP32 on the tiled path.
+  bool allow_tf32 = false;
 };
 
 Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs,
