@@ -26,11 +26,11 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
   echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas; gemm_bench all)"
 } > "$out"
 status=0
-for bf in 0 1; do "$build/gemm_bench_$bf" all "$out" || status=1; done
+for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" all "$out" || status=1; done
 if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
   for tool in memcheck racecheck; do
     echo "## compute-sanitizer --tool $tool (fp16 checks)" | tee -a "$out"
-    timeout 120 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" check 2>&1 | tail -5 | tee -a "$out"
+    timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" check 2>&1 | tail -5 | tee -a "$out"
   done
 fi
 exit $status
