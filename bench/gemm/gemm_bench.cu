@@ -9,7 +9,7 @@
 // around each launch, L2 flushed (a 256 MB memset) before each, median of the reps.
 //
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel.
-// Usage: gemm_bench [check|time|all] [results.md]
+// Usage: gemm_bench [check|small|time|all] [results.md]
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -100,13 +101,21 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kGemv4, kGemv8, kGemv16, kSimt };
+enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kGemv4, kGemv8, kGemv16, kSimt };
+// (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
+static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
+  v.reserve(v.size() + l.size() + 4);
+  for (Path p : l) v.push_back(p);
+}
 static const char* path_name(Path p) {
   switch (p) {
     case kTc128x128: return "gemm<128,128,32,2,2,4>";
     case kTc128x256: return "gemm<128,256,32,2,4,3>";
     case kTc64x128: return "gemm<64,128,32,2,2,4>";
     case kTc128x128w8: return "gemm<128,128,32,2,4,3>";
+    case kTc128x128k64: return "gemm<128,128,64,2,2,3>";
+    case kTc256x128: return "gemm<256,128,32,4,2,3>";
+    case kTc128x256k64: return "gemm<128,256,64,2,4,3>";
     case kGemv4: return "gemv<16,4>";
     case kGemv8: return "gemv<16,8>";
     case kGemv16: return "gemv<16,16>";
@@ -130,6 +139,15 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kTc128x128w8:
       if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm<T, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x128k64:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc256x128:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<256, 128, 32, 4, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x256k64:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 256, 64, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kGemv4:
       if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 4>>(p, e, s);
@@ -291,9 +309,11 @@ static CheckResult check(Operands& o, Path path, Epi epi, void* ws, int64_t ws_b
     if (std::isnan(t_to_float(got[size_t(i)]))) ++r.unwritten;
   std::vector<int64_t> idx;
   if (total <= 20000) {
+    idx.reserve(size_t(total));
     for (int64_t i = 0; i < total; ++i) idx.push_back(i);
   } else {
-    idx = {0, total - 1, o.s.n - 1, total - o.s.n};
+    idx.reserve(3004);
+    for (int64_t i : {int64_t(0), total - 1, o.s.n - 1, total - o.s.n}) idx.push_back(i);
     for (int i = 0; i < 3000; ++i) idx.push_back(int64_t(next_rand() % uint64_t(total)));
   }
   for (int64_t flat : idx) {
@@ -395,6 +415,7 @@ static void emit(const char* fmt, ...) {
 }
 
 static int g_failures = 0;
+static bool g_small_only = false;  // mode "small": the edge checks under 2M MACs (for compute-sanitizer)
 
 // ---- correctness over edge shapes (every path that can run them) ----
 static void run_checks() {
@@ -426,16 +447,17 @@ static void run_checks() {
     shapes.push_back(s);
   }
   for (const Shape& s : shapes) {
+    if (g_small_only && s.m * s.n * s.k > (int64_t(2) << 20)) continue;
     for (Epi epi : {Epi::Store, Epi::BiasGelu, Epi::GateUp}) {
       Operands o;
       o.make(s, epi == Epi::GateUp ? 2 : 1);
       std::vector<Path> paths;
       if (epi == Epi::GateUp) {
-        paths = {kTc128x128w8, kSimt};
+        add_paths(paths, {kTc128x128w8, kSimt});
       } else if (epi == Epi::BiasGelu) {
-        paths = {kTc128x128, kTc64x128};
+        add_paths(paths, {kTc128x128, kTc64x128});
       } else {
-        paths = {kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kSimt};
+        add_paths(paths, {kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kSimt});
       }
       if (s.a_k && s.m <= 51) {
         if (epi == Epi::Store) {
@@ -505,11 +527,11 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     }
     std::vector<Path> paths;
     if (s.m <= 16) {
-      paths = {kGemv4, kGemv8, kGemv16};
+      add_paths(paths, {kGemv4, kGemv8, kGemv16});
     } else if (s.m <= 51) {
-      paths = {kTc64x128, kTc128x128};
+      add_paths(paths, {kTc64x128, kTc128x128});
     } else {
-      paths = {kTc128x128, kTc128x256, kTc128x128w8};
+      add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64});
     }
     for (Path path : paths) {
       const CheckResult r = check(o, path, Epi::Store, ws, ws_bytes, true);
@@ -537,7 +559,8 @@ int main(int argc, char** argv) {
   int dev = 0, sms = 0;
   CHECK_CUDA(cudaGetDevice(&dev));
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (mode == "check" || mode == "all") run_checks();
+  g_small_only = mode == "small";
+  if (mode == "check" || mode == "small" || mode == "all") run_checks();
   if (mode == "time" || mode == "all") {
     cublasHandle_t handle;
     CHECK_CUBLAS(cublasCreate(&handle));
