@@ -11,8 +11,8 @@
 // The epilogue type says how many B operands it takes: `static constexpr int kNumB` (1 or 2,
 // matching Problem::num_b).
 //
-// T is __half or __nv_bfloat16 (both operands), or float when the user allowed TF32 (`kiln compile
-// --tf32`), accumulation in fp32. Every entry point checks
+// T is __half or __nv_bfloat16 (both operands), accumulation in fp32; float when the user allowed
+// TF32 (`kiln compile --tf32`), which runs `simt` until a TF32 tensor-core kernel is written. Every entry point checks
 // what its fast path needs (alignment, unit strides) and runs `simt` otherwise: an unsupported
 // operand is slower, never wrong. All launch on `stream` only, allocate nothing, never
 // synchronize, and return the launch's cudaError_t.
@@ -21,7 +21,12 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "gemm_problem.cuh"
+#include "gemm_simt.cuh"
+#include "gemm_tensorcore.cuh"
+#include "gemv.cuh"
 
 namespace kiln::gemm {
 
@@ -44,60 +49,25 @@ struct GemvConfig {
   static constexpr int MAX_M = MAX_M_, WARPS = WARPS_;
 };
 
-namespace detail {
-
-__device__ inline float as_float(float f) { return f; }
-__device__ inline float as_float(__half h) { return __half2float(h); }
-__device__ inline float as_float(__nv_bfloat16 h) { return __bfloat162float(h); }
-
-// One thread per output element, fp32 accumulation over k in order. The reference and the
-// fallback: any strides, any alignment.
-template <typename T, typename Epilogue>
-__global__ void __launch_bounds__(256) simt_kernel(Problem p, Epilogue epilogue) {
-  const int64_t total = p.batch() * p.m * p.n;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t n = i % p.n, m = (i / p.n) % p.m, b = i / (p.n * p.m);
-    const T* a = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b) + m * p.a.stride_mn;
-    const T* b0 = static_cast<const T*>(p.b[0].data) + p.batch_offset(p.b[0], b) + n * p.b[0].stride_mn;
-    float acc0 = 0.f;
-    if constexpr (Epilogue::kNumB == 2) {
-      const T* b1 = static_cast<const T*>(p.b[1].data) + p.batch_offset(p.b[1], b) + n * p.b[1].stride_mn;
-      float acc1 = 0.f;
-      for (int64_t k = 0; k < p.k; ++k) {
-        const float x = as_float(a[k * p.a.stride_k]);
-        acc0 += x * as_float(b0[k * p.b[0].stride_k]);
-        acc1 += x * as_float(b1[k * p.b[1].stride_k]);
-      }
-      epilogue(b, m, n, acc0, acc1);
-    } else {
-      for (int64_t k = 0; k < p.k; ++k) acc0 += as_float(a[k * p.a.stride_k]) * as_float(b0[k * p.b[0].stride_k]);
-      epilogue(b, m, n, acc0);
-    }
+// Tensor cores (gemm_tensorcore.cuh): mma.sync with a cp.async pipeline; split-K into the
+// workspace when the output tiles fill less than the GPU.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t gemm(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+  if constexpr (std::is_same<T, float>::value) {
+    return simt<T>(p, epilogue, stream);
+  } else {
+    return gemm_tensorcore<T, Config>(p, epilogue, workspace, workspace_bytes, stream);
   }
 }
 
-}  // namespace detail
-
-template <typename T, typename Epilogue>
-cudaError_t simt(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
-  const int64_t total = p.batch() * p.m * p.n;
-  if (total == 0) return cudaSuccess;
-  const int64_t blocks = (total + 255) / 256;
-  detail::simt_kernel<T, Epilogue><<<unsigned(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(p, epilogue);
-  return cudaGetLastError();
-}
-
-// Until the tensor-core and small-M kernels land (kernels/gemm/ is being written), both entry
-// points run the fallback: correct, slow.
-template <typename T, typename Config, typename Epilogue>
-cudaError_t gemm(const Problem& p, const Epilogue& epilogue, void* /*workspace*/, int64_t /*workspace_bytes*/,
-                 cudaStream_t stream) {
-  return simt<T>(p, epilogue, stream);
-}
-
+// Small M (gemv.cuh): streams B once per MAX_M rows of A.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
-  return simt<T>(p, epilogue, stream);
+  if constexpr (std::is_same<T, float>::value) {
+    return simt<T>(p, epilogue, stream);
+  } else {
+    return gemv_tensorcore<T, Config>(p, epilogue, stream);
+  }
 }
 
 }  // namespace kiln::gemm

@@ -1,7 +1,7 @@
 // Generated code that instantiates the contraction templates (kernels/gemm/) compiles without
 // warnings for sm_80, sm_90 and sm_110, in every configuration the default schedule picks: the
 // small-M kernel, the tensor-core kernel with 128x128 and 64x64 tiles, one and two B operands,
-// float16 and bfloat16. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
+// float16 and bfloat16, and float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "kiln/codegen/Build.h"
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
+#include "kiln/schedule/Defaults.h"
 
 namespace kiln {
 namespace {
@@ -43,11 +44,19 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
       funcs.push_back(std::move(f.func));
     }
   }
+  {  // float32 with TF32 allowed (kiln compile --tf32)
+    const auto kernels = codegen::kernel_definitions(gated_mlp(DType::Float32), "mlp_tf32");
+    DefaultScheduleOptions options;
+    options.allow_tf32 = true;
+    const Schedule schedule = default_gpu_schedule(kernels.at(0).inputs, kernels.at(0).outputs, options);
+    funcs.push_back(codegen::lower_kernel(kernels.at(0), codegen::Target::Cuda, &schedule).func);
+  }
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
   for (const char* call : {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 4>>",
                            "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 2, 3>>",
                            "kiln::gemm::gemm<__nv_bfloat16, kiln::gemm::TileConfig<64, 64, 32, 2, 2, 3>>",
-                           "static constexpr int kNumB = 2;"}) {
+                           "static constexpr int kNumB = 2;",
+                           "kiln::gemm::gemm<float, kiln::gemm::TileConfig<128, 128, 32, 2, 2, 3>>"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
   const fs::path dir = fs::temp_directory_path() / ("kiln_gemm_template_test_" + std::to_string(::getpid()));

@@ -1,0 +1,576 @@
+// Check-then-time harness for the contraction templates (kernels/gemm/), llm.c style.
+//
+// For every (shape, template configuration): fresh random operands (uniform in [-1, 1], padding
+// elements set to NaN so that a read past an extent shows), the output poisoned with NaN, one run
+// with the epilogue under test, every output element checked to be written and a sample of them
+// (all of them for small shapes) checked against an fp64 CPU reference; only then timed. Peers
+// measured in the same run: cuBLAS (cublasGemmEx, same dtypes, fp32 compute) and, for the rows
+// that stream B, a read-only kernel over the same B bytes (the read ceiling). Timing: CUDA events
+// around each launch, L2 flushed (a 256 MB memset) before each, median of the reps.
+//
+// One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel.
+// Usage: gemm_bench [check|small|time|all] [results.md]
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "../../kernels/gemm/kiln_gemm.cuh"
+
+#ifndef BENCH_BF16
+#define BENCH_BF16 0
+#endif
+#if BENCH_BF16
+using T = __nv_bfloat16;
+static const char* kDtype = "bf16";
+static const double kEpsT = 1.0 / 256;  // one ulp of the stored output, relative
+static const cudaDataType kCublasT = CUDA_R_16BF;
+#else
+using T = __half;
+static const char* kDtype = "fp16";
+static const double kEpsT = 1.0 / 2048;
+static const cudaDataType kCublasT = CUDA_R_16F;
+#endif
+
+#define CHECK_CUDA(x)                                                                         \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+      exit(2);                                                                                \
+    }                                                                                         \
+  } while (0)
+#define CHECK_CUBLAS(x)                                                              \
+  do {                                                                               \
+    cublasStatus_t s_ = (x);                                                         \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
+      fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, int(s_)); \
+      exit(2);                                                                       \
+    }                                                                                \
+  } while (0)
+
+namespace kg = kiln::gemm;
+
+__host__ __device__ inline float gelu_tanh(float v) {
+  return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+static double gelu_tanh_d(double v) { return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
+
+// float <-> T on host and device (overloads on the tag type, so each dtype compiles alone).
+__host__ __device__ inline __half from_float(float v, __half) { return __float2half_rn(v); }
+__host__ __device__ inline __nv_bfloat16 from_float(float v, __nv_bfloat16) { return __float2bfloat16_rn(v); }
+__host__ __device__ inline T to_t(float v) { return from_float(v, T{}); }
+inline float t_to_float(__half v) { return __half2float(v); }
+inline float t_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// ---- epilogues: what generated code prints, in three flavours ----
+struct StoreEpilogue {  // y = acc, stored as T
+  static constexpr int kNumB = 1;
+  static constexpr bool kAllPaths = true;
+  T* out;
+  int64_t m, n;
+  __device__ void operator()(int64_t b, int64_t i, int64_t j, float acc) const { out[(b * m + i) * n + j] = to_t(acc); }
+};
+struct BiasGeluEpilogue {  // y = gelu_tanh(acc + bias[n])
+  static constexpr int kNumB = 1;
+  static constexpr bool kAllPaths = false;
+  T* out;
+  const float* bias;
+  int64_t m, n;
+  __device__ void operator()(int64_t b, int64_t i, int64_t j, float acc) const {
+    out[(b * m + i) * n + j] = to_t(gelu_tanh(acc + bias[j]));
+  }
+};
+struct GateUpEpilogue {  // y = gelu_tanh(acc0) * acc1
+  static constexpr int kNumB = 2;
+  static constexpr bool kAllPaths = false;
+  T* out;
+  int64_t m, n;
+  __device__ void operator()(int64_t b, int64_t i, int64_t j, float g, float u) const {
+    out[(b * m + i) * n + j] = to_t(gelu_tanh(g) * u);
+  }
+};
+enum class Epi { Store, BiasGelu, GateUp };
+static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
+
+// ---- template configurations under test (numbered variants, llm.c style) ----
+enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kGemv4, kGemv8, kGemv16, kSimt };
+// (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
+static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
+  v.reserve(v.size() + l.size() + 4);
+  for (Path p : l) v.push_back(p);
+}
+static const char* path_name(Path p) {
+  switch (p) {
+    case kTc128x128: return "gemm<128,128,32,2,2,4>";
+    case kTc128x256: return "gemm<128,256,32,2,4,3>";
+    case kTc64x128: return "gemm<64,128,32,2,2,4>";
+    case kTc128x128w8: return "gemm<128,128,32,2,4,3>";
+    case kTc128x128k64: return "gemm<128,128,64,2,2,3>";
+    case kTc256x128: return "gemm<256,128,32,4,2,3>";
+    case kTc128x256k64: return "gemm<128,256,64,2,4,3>";
+    case kGemv4: return "gemv<16,4>";
+    case kGemv8: return "gemv<16,8>";
+    case kGemv16: return "gemv<16,16>";
+    case kSimt: return "simt";
+  }
+  return "?";
+}
+
+// Which paths an epilogue is instantiated with (keeps the harness's compile time down).
+template <typename E>
+cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int64_t ws_bytes, cudaStream_t s) {
+  switch (path) {
+    case kTc128x128:
+      if constexpr (E::kNumB == 1) return kg::gemm<T, kg::TileConfig<128, 128, 32, 2, 2, 4>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x256:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 256, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc64x128:
+      if constexpr (E::kNumB == 1) return kg::gemm<T, kg::TileConfig<64, 128, 32, 2, 2, 4>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x128w8:
+      if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm<T, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x128k64:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc256x128:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<256, 128, 32, 4, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x256k64:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 256, 64, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kGemv4:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 4>>(p, e, s);
+      break;
+    case kGemv8:
+      return kg::gemv<T, kg::GemvConfig<16, 8>>(p, e, s);
+    case kGemv16:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16>>(p, e, s);
+      break;
+    case kSimt:
+      return kg::simt<T>(p, e, s);
+  }
+  return cudaErrorNotSupported;
+}
+
+// ---- operands ----
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static inline uint64_t next_rand() {
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return g_rng * 2685821657736338717ull;
+}
+static inline float rand_unit() { return float(int64_t(next_rand() >> 40) - (int64_t(1) << 23)) / float(1 << 23); }
+static inline T float_to_t(float v) { return to_t(v); }
+static inline T nan_t() {
+  uint16_t bits = 0x7fff;  // NaN in fp16 and in bf16
+  T v;
+  std::memcpy(&v, &bits, 2);
+  return v;
+}
+static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
+
+struct Shape {
+  int64_t m, n, k;
+  bool a_k = true;      // A: k contiguous ([M, K]) or m contiguous ([K, M])
+  bool b_k = true;      // B: k contiguous ([N, K]) or n contiguous ([K, N])
+  int64_t batch0 = 0;   // > 0: batch (batch0, batch1), B broadcast along batch0
+  int64_t batch1 = 1;
+  bool tight = false;   // rows not padded to 8 elements (unaligned: the fallback runs)
+};
+static std::string shape_str(const Shape& s) {
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s%ldx%ldx%ld A:%s B:%s%s", s.batch0 ? (std::to_string(s.batch0) + "x" + std::to_string(s.batch1) + "x ").c_str() : "",
+           long(s.m), long(s.n), long(s.k), s.a_k ? "[M,K]" : "[K,M]", s.b_k ? "[N,K]" : "[K,N]", s.tight ? " unpadded" : "");
+  return buf;
+}
+
+// One operand: host copy, device copy, its Operand; rows x ld per batch entry, `cols` of each
+// row valid (the rest NaN).
+struct Tensor {
+  std::vector<T> host;
+  T* dev = nullptr;
+  kg::Operand op;
+  void make(int64_t count, int64_t rows, int64_t cols, int64_t ld, bool fill_random) {
+    host.resize(size_t(count * rows * ld));
+    for (int64_t c = 0; c < count; ++c)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < ld; ++i) host[size_t((c * rows + r) * ld + i)] = i < cols && fill_random ? float_to_t(rand_unit()) : nan_t();
+    CHECK_CUDA(cudaMalloc(&dev, host.size() * sizeof(T)));
+    CHECK_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    op.data = dev;
+  }
+  void release() {
+    if (dev) CHECK_CUDA(cudaFree(dev));
+    dev = nullptr;
+    host.clear();
+  }
+};
+
+struct Operands {
+  Shape s;
+  kg::Problem p;
+  Tensor a, b[2];
+  float* bias = nullptr;
+  std::vector<float> hbias;
+  int64_t batch = 1;
+
+  void make(const Shape& shape, int num_b) {
+    s = shape;
+    p = kg::Problem{};
+    p.m = s.m, p.n = s.n, p.k = s.k, p.num_b = num_b;
+    if (s.batch0) {
+      p.batch_rank = 2;
+      p.batch_extent[0] = s.batch0, p.batch_extent[1] = s.batch1;
+    }
+    batch = p.batch();
+    const int64_t lda = s.tight ? (s.a_k ? s.k : s.m) : round8(s.a_k ? s.k : s.m);
+    const int64_t a_rows = s.a_k ? s.m : s.k;
+    a.make(batch, a_rows, s.a_k ? s.k : s.m, lda, true);
+    a.op.stride_mn = s.a_k ? lda : 1;
+    a.op.stride_k = s.a_k ? 1 : lda;
+    if (s.batch0) a.op.batch_stride[0] = s.batch1 * a_rows * lda, a.op.batch_stride[1] = a_rows * lda;
+    for (int j = 0; j < num_b; ++j) {
+      const int64_t ldb = s.tight ? (s.b_k ? s.k : s.n) : round8(s.b_k ? s.k : s.n);
+      const int64_t b_rows = s.b_k ? s.n : s.k;
+      b[j].make(s.batch0 ? s.batch1 : 1, b_rows, s.b_k ? s.k : s.n, ldb, true);
+      b[j].op.stride_mn = s.b_k ? ldb : 1;
+      b[j].op.stride_k = s.b_k ? 1 : ldb;
+      if (s.batch0) b[j].op.batch_stride[0] = 0, b[j].op.batch_stride[1] = b_rows * ldb;  // broadcast over batch0
+      p.b[j] = b[j].op;
+    }
+    p.a = a.op;
+    hbias.resize(size_t(s.n));
+    for (auto& v : hbias) v = rand_unit();
+    CHECK_CUDA(cudaMalloc(&bias, hbias.size() * sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(bias, hbias.data(), hbias.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  void release() {
+    a.release();
+    b[0].release();
+    b[1].release();
+    if (bias) CHECK_CUDA(cudaFree(bias));
+    bias = nullptr;
+  }
+  static double at(const Tensor& t, const kg::Problem& p, int64_t bi, int64_t mn, int64_t k) {
+    return t_to_float(t.host[size_t(p.batch_offset(t.op, bi) + mn * t.op.stride_mn + k * t.op.stride_k)]);
+  }
+  // fp64 reference sum and sum of |products| of output (bi, i, j) for B operand jb.
+  void reference(int jb, int64_t bi, int64_t i, int64_t j, double& sum, double& sumabs) const {
+    sum = 0, sumabs = 0;
+    for (int64_t k = 0; k < s.k; ++k) {
+      const double v = at(a, p, bi, i, k) * at(b[jb], p, bi, j, k);
+      sum += v;
+      sumabs += std::fabs(v);
+    }
+  }
+};
+
+// ---- the check ----
+struct CheckResult {
+  bool ok = true;
+  int64_t checked = 0, unwritten = 0, wrong = 0;
+  double worst = 0;  // max |err| / tol
+};
+
+static CheckResult check(Operands& o, Path path, Epi epi, void* ws, int64_t ws_bytes, bool verbose) {
+  const int64_t total = o.batch * o.s.m * o.s.n;
+  T* out;
+  CHECK_CUDA(cudaMalloc(&out, size_t(total) * sizeof(T)));
+  CHECK_CUDA(cudaMemset(out, 0xff, size_t(total) * sizeof(T)));  // NaN poison
+  if (ws) CHECK_CUDA(cudaMemset(ws, 0xff, size_t(ws_bytes)));    // workspace garbage too
+  cudaError_t e;
+  if (epi == Epi::Store) {
+    e = run_path(path, o.p, StoreEpilogue{out, o.s.m, o.s.n}, ws, ws_bytes, 0);
+  } else if (epi == Epi::BiasGelu) {
+    e = run_path(path, o.p, BiasGeluEpilogue{out, o.bias, o.s.m, o.s.n}, ws, ws_bytes, 0);
+  } else {
+    e = run_path(path, o.p, GateUpEpilogue{out, o.s.m, o.s.n}, ws, ws_bytes, 0);
+  }
+  CHECK_CUDA(e);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<T> got(static_cast<size_t>(total));
+  CHECK_CUDA(cudaMemcpy(got.data(), out, got.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(out));
+
+  CheckResult r;
+  for (int64_t i = 0; i < total; ++i)
+    if (std::isnan(t_to_float(got[size_t(i)]))) ++r.unwritten;
+  std::vector<int64_t> idx;
+  if (total <= 20000) {
+    idx.reserve(size_t(total));
+    for (int64_t i = 0; i < total; ++i) idx.push_back(i);
+  } else {
+    idx.reserve(3004);
+    for (int64_t i : {int64_t(0), total - 1, o.s.n - 1, total - o.s.n}) idx.push_back(i);
+    for (int i = 0; i < 3000; ++i) idx.push_back(int64_t(next_rand() % uint64_t(total)));
+  }
+  for (int64_t flat : idx) {
+    const int64_t j = flat % o.s.n, i = (flat / o.s.n) % o.s.m, bi = flat / (o.s.n * o.s.m);
+    double s0, a0, expect, tol;
+    o.reference(0, bi, i, j, s0, a0);
+    const double acc_tol = 2e-5 * a0 + 1e-6;  // fp32 accumulation of exact products
+    if (epi == Epi::Store) {
+      expect = s0;
+      tol = acc_tol + kEpsT * std::fabs(expect);
+    } else if (epi == Epi::BiasGelu) {
+      expect = gelu_tanh_d(s0 + o.hbias[size_t(j)]);
+      tol = 1.2 * acc_tol + kEpsT * std::fabs(expect) + 1e-6;
+    } else {
+      double s1, a1;
+      o.reference(1, bi, i, j, s1, a1);
+      expect = gelu_tanh_d(s0) * s1;
+      tol = 1.2 * acc_tol * std::fabs(s1) + (std::fabs(gelu_tanh_d(s0)) + 1.2 * acc_tol) * (2e-5 * a1 + 1e-6) +
+            kEpsT * std::fabs(expect) + 1e-6;
+    }
+    const double v = t_to_float(got[size_t(flat)]);
+    const double err = std::fabs(v - expect);
+    ++r.checked;
+    if (!(err <= tol)) {
+      if (verbose && r.wrong < 5)
+        printf("    MISMATCH %s %s %s: (b %ld, m %ld, n %ld) got %.6g expected %.6g tol %.3g\n", shape_str(o.s).c_str(),
+               path_name(path), epi_name(epi), long(bi), long(i), long(j), v, expect, tol);
+      ++r.wrong;
+    } else {
+      r.worst = std::max(r.worst, err / tol);
+    }
+  }
+  r.ok = r.unwritten == 0 && r.wrong == 0;
+  if (verbose && r.unwritten)
+    printf("    UNWRITTEN %s %s %s: %ld of %ld outputs still poisoned\n", shape_str(o.s).c_str(), path_name(path), epi_name(epi),
+           long(r.unwritten), long(total));
+  return r;
+}
+
+// ---- timing ----
+struct Timer {
+  void* flush = nullptr;
+  size_t flush_bytes = size_t(256) << 20;
+  cudaEvent_t start, stop;
+  int reps = 20;
+  Timer() {
+    CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+  }
+  template <typename F>
+  double median_us(F&& launch) {
+    for (int i = 0; i < 2; ++i) launch();
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> ts;
+    for (int i = 0; i < reps; ++i) {
+      CHECK_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, 0));
+      CHECK_CUDA(cudaEventRecord(start, 0));
+      launch();
+      CHECK_CUDA(cudaEventRecord(stop, 0));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      ts.push_back(ms * 1000.0f);
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+  }
+};
+
+// The read ceiling: every 16 bytes of `bytes` read once (no L1), folded so it cannot be elided.
+__global__ void __launch_bounds__(256) read_kernel(const uint4* p, int64_t n16, unsigned* sink) {
+  unsigned x = 0;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n16; i += 8 * stride) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      v[u] = i + u * stride < n16 ? kiln::gemm::detail::load_stream16(p + i + u * stride) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (x == 0x9e3779b9u) sink[0] = x;
+}
+
+static FILE* g_results = nullptr;
+static void emit(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void emit(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  if (g_results) {
+    va_start(ap, fmt);
+    vfprintf(g_results, fmt, ap);
+    va_end(ap);
+  }
+  fflush(stdout);
+}
+
+static int g_failures = 0;
+static bool g_small_only = false;  // mode "small": the edge checks under 2M MACs (for compute-sanitizer)
+
+// ---- correctness over edge shapes (every path that can run them) ----
+static void run_checks() {
+  emit("\n### %s: correctness (fp64 CPU reference; all outputs written, sampled/all values within tolerance)\n\n", kDtype);
+  emit("| shape | path | epilogue | checked | worst err/tol | result |\n|---|---|---|---|---|---|\n");
+  std::vector<Shape> shapes;
+  const int64_t mnk[][3] = {{1, 13, 7}, {2, 200, 100}, {17, 33, 257}, {100, 130, 31}, {129, 257, 64}, {300, 72, 1000}, {51, 2048, 4096}};
+  for (auto& d : mnk)
+    for (int lay = 0; lay < 4; ++lay) {
+      Shape s{d[0], d[1], d[2]};
+      s.a_k = lay / 2 == 0;
+      s.b_k = lay % 2 == 0;
+      if (d[0] == 51 && lay != 0 && lay != 1) continue;
+      shapes.push_back(s);
+    }
+  {
+    Shape s{17, 40, 72};
+    s.batch0 = 2, s.batch1 = 3;
+    shapes.push_back(s);
+    s.b_k = false;
+    shapes.push_back(s);
+    Shape t{1, 64, 4096};
+    t.batch0 = 3, t.batch1 = 2;
+    shapes.push_back(t);
+  }
+  {
+    Shape s{33, 50, 37};
+    s.tight = true;  // odd K, unpadded rows: the fast paths must refuse and run simt
+    shapes.push_back(s);
+  }
+  for (const Shape& s : shapes) {
+    if (g_small_only && s.m * s.n * s.k > (int64_t(2) << 20)) continue;
+    for (Epi epi : {Epi::Store, Epi::BiasGelu, Epi::GateUp}) {
+      Operands o;
+      o.make(s, epi == Epi::GateUp ? 2 : 1);
+      std::vector<Path> paths;
+      if (epi == Epi::GateUp) {
+        add_paths(paths, {kTc128x128w8, kSimt});
+      } else if (epi == Epi::BiasGelu) {
+        add_paths(paths, {kTc128x128, kTc64x128});
+      } else {
+        add_paths(paths, {kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kSimt});
+      }
+      if (s.a_k && s.m <= 51) {
+        if (epi == Epi::Store) {
+          paths.push_back(kGemv4);
+          paths.push_back(kGemv16);
+        }
+        paths.push_back(kGemv8);
+      }
+      const int64_t ws_bytes = kg::split_k_workspace_bytes(s.m, s.n);
+      void* ws = nullptr;
+      if (ws_bytes) CHECK_CUDA(cudaMalloc(&ws, size_t(ws_bytes)));
+      for (Path path : paths) {
+        const CheckResult r = check(o, path, epi, ws, ws_bytes, true);
+        if (!r.ok) ++g_failures;
+        emit("| %s | %s | %s | %ld | %.3f | %s |\n", shape_str(s).c_str(), path_name(path), epi_name(epi), long(r.checked), r.worst,
+             r.ok ? "ok" : "FAIL");
+      }
+      if (ws) CHECK_CUDA(cudaFree(ws));
+      o.release();
+    }
+  }
+}
+
+// ---- the timed shapes: check, then time against cuBLAS and the read ceiling ----
+static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int sms) {
+  emit("\n### %s: timing (median of %d, L2 flushed; B GB/s = weight bytes / time; vs read = read-ceiling time / time)\n\n", kDtype,
+       timer.reps);
+  emit("| shape | path | check | µs | TFLOP/s | B GB/s | cuBLAS µs | vs cuBLAS | read µs | vs read |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<Shape> shapes;
+  const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
+  for (auto& d : nk)
+    for (int64_t m : {1, 16, 51, 816, 4096}) shapes.push_back(Shape{m, d[0], d[1]});
+  {
+    Shape s{4096, 4096, 4096};
+    s.b_k = false;  // MatMul: [K, N] weights
+    shapes.push_back(s);
+  }
+  {
+    Shape s{16, 2048, 16384};
+    s.b_k = false;
+    shapes.push_back(s);
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  for (const Shape& s : shapes) {
+    Operands o;
+    o.make(s, 1);
+    const int64_t ws_bytes = kg::split_k_workspace_bytes(s.m, s.n);
+    void* ws = nullptr;
+    if (ws_bytes) CHECK_CUDA(cudaMalloc(&ws, size_t(ws_bytes)));
+    T* out;
+    CHECK_CUDA(cudaMalloc(&out, size_t(s.m * s.n) * sizeof(T)));
+    const double flops = 2.0 * s.m * s.n * s.k, b_bytes = 2.0 * s.n * s.k;
+
+    const double cublas_us = timer.median_us([&] {
+      if (s.b_k) {
+        CHECK_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(s.n), int(s.m), int(s.k), &alpha, o.b[0].dev, kCublasT, int(s.k),
+                                  o.a.dev, kCublasT, int(s.k), &beta, out, kCublasT, int(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      } else {
+        CHECK_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m), int(s.k), &alpha, o.b[0].dev, kCublasT, int(s.n),
+                                  o.a.dev, kCublasT, int(s.k), &beta, out, kCublasT, int(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
+    });
+    double read_us = 0;
+    if (s.m <= 51) {
+      const int64_t n16 = int64_t(b_bytes) / 16;
+      read_us = timer.median_us([&] { read_kernel<<<sms * 4, 256>>>(reinterpret_cast<const uint4*>(o.b[0].dev), n16, sink); });
+    }
+    std::vector<Path> paths;
+    if (s.m <= 16) {
+      add_paths(paths, {kGemv4, kGemv8, kGemv16});
+    } else if (s.m <= 51) {
+      add_paths(paths, {kTc64x128, kTc128x128});
+    } else {
+      add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64});
+    }
+    for (Path path : paths) {
+      const CheckResult r = check(o, path, Epi::Store, ws, ws_bytes, true);
+      if (!r.ok) {
+        ++g_failures;
+        emit("| %s | %s | FAIL | | | | %.1f | | | |\n", shape_str(s).c_str(), path_name(path), cublas_us);
+        continue;
+      }
+      const StoreEpilogue e{out, s.m, s.n};
+      const double us = timer.median_us([&] { CHECK_CUDA(run_path(path, o.p, e, ws, ws_bytes, 0)); });
+      char read_cols[64] = " | ";
+      if (read_us > 0) snprintf(read_cols, sizeof read_cols, "%.1f | %.2f", read_us, read_us / us);
+      emit("| %s | %s | ok | %.1f | %.1f | %.0f | %.1f | %.2f | %s |\n", shape_str(s).c_str(), path_name(path), us, flops / us * 1e-6,
+           b_bytes / us * 1e-3, cublas_us, cublas_us / us, read_cols);
+    }
+    CHECK_CUDA(cudaFree(out));
+    if (ws) CHECK_CUDA(cudaFree(ws));
+    o.release();
+  }
+}
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  if (argc > 2) g_results = fopen(argv[2], "a");
+  int dev = 0, sms = 0;
+  CHECK_CUDA(cudaGetDevice(&dev));
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  g_small_only = mode == "small";
+  if (mode == "check" || mode == "small" || mode == "all") run_checks();
+  if (mode == "time" || mode == "all") {
+    cublasHandle_t handle;
+    CHECK_CUBLAS(cublasCreate(&handle));
+    Timer timer;
+    unsigned* sink;
+    CHECK_CUDA(cudaMalloc(&sink, 4));
+    run_timing(handle, timer, sink, sms);
+    CHECK_CUBLAS(cublasDestroy(handle));
+  }
+  emit("\n%s: %d check failure(s)\n", kDtype, g_failures);
+  if (g_results) fclose(g_results);
+  return g_failures ? 1 : 0;
+}

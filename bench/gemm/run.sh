@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the contraction-template harness (one binary per dtype, compiled in parallel), checks
+# every configuration on edge shapes, then checks and times the Linear/MatMul shapes against
+# cuBLAS and the read ceiling, appending everything to one results file.
+#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_WERROR=1
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/../results/gemm_$(date -u +%F).md}
+arch=${GEMM_ARCH:-90}
+build=${GEMM_BUILD:-/tmp/gemm_bench_build}
+mkdir -p "$build"
+pids=()
+for bf in 0 1; do
+  nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf \
+    "$here/gemm_bench.cu" -o "$build/gemm_bench_$bf" -lcublas &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { echo "build failed"; exit 2; }; done
+commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+{
+  echo "# kernels/gemm: check-then-time"
+  echo
+  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
+  echo "- date: $(date -u '+%F %T UTC')"
+  echo "- commit: $commit"
+  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas; gemm_bench all)"
+} > "$out"
+status=0
+for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" all "$out" || status=1; done
+if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs)" | tee -a "$out"
+    timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" small 2>&1 | tail -5 | tee -a "$out"
+  done
+fi
+exit $status

@@ -1,0 +1,108 @@
+#pragma once
+// PTX wrappers shared by the contraction templates: mma.sync m16n8k16, ldmatrix, cp.async with
+// zero fill, streaming loads. Portable PTX for sm_80+ (nothing sm_90a- or sm_100-only), so one
+// header compiles for sm_80, sm_90 and sm_110.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "gemm_problem.cuh"
+
+namespace kiln::gemm::detail {
+
+template <typename T>
+constexpr bool kIsBf16 = std::is_same<T, __nv_bfloat16>::value;
+
+// D += A·B, m16n8k16, 16-bit float operands (fp16 or bf16), fp32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kIsBf16<T>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+  }
+}
+
+// 16-byte global -> shared copy; bytes past `src_bytes` (0..16) are zero-filled and not read.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// Streaming 16-byte load of data read once (weights): skip L1.
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
+
+// The fast paths read an operand in 16-byte vectors along its unit-stride axis: the data pointer
+// 16-byte aligned and every other stride (mn or k, and the batch strides) a multiple of 8
+// elements. `k_contiguous` says which axis is the unit-stride one.
+inline bool vector_aligned(const Problem& p, const Operand& op, bool k_contiguous) {
+  if (reinterpret_cast<uintptr_t>(op.data) % 16 != 0) return false;
+  if (k_contiguous ? op.stride_k != 1 : op.stride_mn != 1) return false;
+  if ((k_contiguous ? op.stride_mn : op.stride_k) % 8 != 0) return false;
+  for (int d = 0; d < p.batch_rank; ++d)
+    if (op.batch_stride[d] % 8 != 0) return false;
+  return true;
+}
+
+// Which axis of an operand the fast paths stream along: 1 = k, 0 = m/n, -1 = neither (simt).
+// An axis of extent 1 has a meaningless stride, so a k-contiguous operand with one row counts.
+inline int vector_axis(const Problem& p, const Operand& op, int64_t mn_extent) {
+  if (vector_aligned(p, op, true)) return 1;
+  if (vector_aligned(p, op, false)) return 0;
+  if (mn_extent == 1 && op.stride_k == 1 && reinterpret_cast<uintptr_t>(op.data) % 16 == 0) {
+    for (int d = 0; d < p.batch_rank; ++d)
+      if (op.batch_stride[d] % 8 != 0) return -1;
+    return 1;
+  }
+  return -1;
+}
+
+inline int device_sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 1;
+  return sms;
+}
+
+}  // namespace kiln::gemm::detail

@@ -1,0 +1,307 @@
+#pragma once
+// Small-M contraction (variant 1): M <= MAX_M rows of A against a B that is streamed from DRAM
+// once, on tensor cores: B plays mma's A operand (16 rows of n x 16 k), the rows of A its B
+// operand (k x 8 rows of m), so one m16n8k16 covers 16 columns of the output for 8 rows of A.
+//
+// Schedule (GemvConfig<MAX_M, WARPS>). A CTA owns a strip of output columns (16 n when B's k is
+// contiguous, 32 n when its n is) for up to MAX_M rows of A and one flat batch index; its WARPS
+// warps split K between them (warp w takes k-steps w, w + WARPS, ...) and add their fp32
+// accumulators through shared memory at the end, so that a narrow N still puts enough loads in
+// flight. Each lane keeps kUnroll k-steps of B loads (16 bytes each, bypassing L1) in flight
+// before it multiplies. A rows are read through L1 (every CTA reads all of A; it stays in L2).
+// The host loops over chunks of MAX_M rows of A (each chunk streams B again).
+//
+// k contiguous (B as [N, K], nn.Linear / Gemm transB): lane (g, t) loads 16 bytes of rows g and
+// g + 8 at k = 8t..8t+7 of a 32-wide k-step; the k order inside a step is permuted the same way
+// for both operands (mma pairs (2t, 2t+1) and (2t+8, 2t+9) read physical k 8t+4h..8t+4h+3 for
+// the step's half h), so each 16-byte load of B is two whole mma fragments and the A rows are
+// 16-byte loads too.
+// n contiguous (B as [K, N], MatMul weights): lane (g, t) loads 16 bytes of rows k = g and g + 8
+// of a 16-wide k-step at n = 8t..8t+7; movmatrix.trans turns each 32-bit word r (n pair
+// 8t+2r, +1 at k g) into mma fragments (k pair 2t, 2t+1 at n = 8(g/2) + 2r + g%2), so the
+// output column of fragment row g in tile r is that permuted n.
+#include "gemm_ptx.cuh"
+#include "gemm_simt.cuh"
+
+namespace kiln::gemm::detail {
+
+constexpr int kGemvUnroll = 4;
+
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// 8 elements from p, of which the first `valid` (clamped to 0..8) are read and the rest zero.
+template <typename T, bool kStream>
+__device__ __forceinline__ uint4 load8(const T* p, int64_t valid) {
+  if (valid >= 8) {
+    if constexpr (kStream) {
+      return load_stream16(p);
+    } else {
+      return __ldg(reinterpret_cast<const uint4*>(p));
+    }
+  }
+  union {
+    uint4 v;
+    unsigned short h[8];
+  } u;
+  u.v = make_uint4(0, 0, 0, 0);
+  const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+  for (int e = 0; e < 8; ++e)
+    if (e < valid) u.h[e] = q[e];
+  return u.v;
+}
+
+// 2 elements (one 32-bit word) from p, the first `valid` read and the rest zero.
+__device__ __forceinline__ uint32_t load2(const void* p, int64_t valid) {
+  const unsigned short* q = static_cast<const unsigned short*>(p);
+  if (valid >= 2) return __ldg(static_cast<const unsigned int*>(p));
+  return valid == 1 ? uint32_t(q[0]) : 0u;
+}
+
+// The CTA's warps add their accumulators (kVals per lane per B, one B at a time through `red`,
+// WARPS x kVals x 32 floats) and call the epilogue; `map` gives (lane, value)'s output m and n.
+template <int WARPS, int kVals, int NB, typename Epilogue, typename Map>
+__device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red, int64_t b, const Epilogue& epilogue, Map map) {
+  constexpr int kPer = (kVals + WARPS - 1) / WARPS;  // values per thread after the reduction
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  float s[NB][kPer];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j > 0) __syncthreads();
+#pragma unroll
+    for (int v = 0; v < kVals; ++v) red[(warp * kVals + v) * 32 + lane] = acc[j][v];
+    __syncthreads();
+#pragma unroll
+    for (int it = 0; it < kPer; ++it) {
+      const int v = warp + it * WARPS;  // thread (warp, lane) sums value v of lane `lane`
+      s[j][it] = 0.0f;
+      if (v < kVals)
+        for (int w = 0; w < WARPS; ++w) s[j][it] += red[(w * kVals + v) * 32 + lane];
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < kPer; ++it) {
+    const int v = warp + it * WARPS;
+    int64_t m, n;
+    if (v >= kVals || !map(lane, v, m, n)) continue;
+    if constexpr (NB == 2) {
+      epilogue(b, m, n, s[0][it], s[1][it]);
+    } else {
+      epilogue(b, m, n, s[0][it]);
+    }
+  }
+}
+
+// B with k contiguous. CTA: 16 output columns; k-step: 32.
+template <typename T, int MAX_M, int WARPS, typename Epilogue>
+__global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin) {
+  constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
+  __shared__ float red[WARPS * JT * 4 * 32];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.y;
+  const int64_t n0 = int64_t(blockIdx.x) * 16;
+  const int64_t rows = p.m - m_begin < MAX_M ? p.m - m_begin : MAX_M;
+  const int jt = int((rows + 7) / 8);
+
+  const T* a_base = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b);
+  const T* x_row[JT];
+#pragma unroll
+  for (int j = 0; j < JT; ++j) {
+    const int64_t m = m_begin + (8 * j + g < rows ? 8 * j + g : rows - 1);
+    x_row[j] = a_base + m * p.a.stride_mn;
+  }
+  const T* w_row[NB][2];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    const T* base = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + 8 * h + g < p.n ? n0 + 8 * h + g : p.n - 1;
+      w_row[j][h] = base + n * p.b[j].stride_mn;
+    }
+  }
+
+  float acc[NB][JT * 4];
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+#pragma unroll
+    for (int v = 0; v < JT * 4; ++v) acc[j][v] = 0.0f;
+
+  const int64_t steps = (p.k + 31) / 32;
+  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(WARPS) * kGemvUnroll) {
+    uint4 w[kGemvUnroll][NB][2];
+    int64_t valid[kGemvUnroll];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t k = (s0 + int64_t(u) * WARPS) * 32 + 8 * t;
+      valid[u] = p.k - k;
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) w[u][j][h] = load8<T, true>(w_row[j][h] + k, valid[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      if (valid[u] <= -8 * t) break;  // this step is past K for the whole warp
+      const int64_t k = (s0 + int64_t(u) * WARPS) * 32 + 8 * t;
+#pragma unroll
+      for (int jj = 0; jj < JT; ++jj) {
+        if (jj >= jt) break;
+        const uint4 x = load8<T, false>(x_row[jj] + k, valid[u]);
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          float c[4] = {acc[j][4 * jj], acc[j][4 * jj + 1], acc[j][4 * jj + 2], acc[j][4 * jj + 3]};
+          const uint32_t a0[4] = {w[u][j][0].x, w[u][j][1].x, w[u][j][0].y, w[u][j][1].y};
+          const uint32_t a1[4] = {w[u][j][0].z, w[u][j][1].z, w[u][j][0].w, w[u][j][1].w};
+          mma16816<T>(c, a0, x.x, x.y);
+          mma16816<T>(c, a1, x.z, x.w);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][4 * jj + e] = c[e];
+        }
+      }
+    }
+  }
+
+  // acc[j][4 jj + e]: e = 0, 1: column n0 + g, rows 8jj + 2t, +1; e = 2, 3: column n0 + g + 8.
+  gemv_reduce<WARPS, JT * 4, NB>(acc, red, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
+    const int lg = l / 4, lt = l % 4, jj = v / 4, e = v % 4;
+    const int64_t row = 8 * jj + 2 * lt + (e % 2);
+    m = m_begin + row;
+    n = n0 + lg + 8 * (e / 2);
+    return row < rows && n < p.n;
+  });
+}
+
+// B with n contiguous. CTA: 32 output columns; k-step: 16.
+template <typename T, int MAX_M, int WARPS, typename Epilogue>
+__global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin) {
+  constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
+  __shared__ float red[WARPS * 2 * JT * 4 * 32];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.y;
+  const int64_t n0 = int64_t(blockIdx.x) * 32;
+  const int64_t rows = p.m - m_begin < MAX_M ? p.m - m_begin : MAX_M;
+  const int jt = int((rows + 7) / 8);
+
+  const T* a_base = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b);
+  const T* x_row[JT];
+#pragma unroll
+  for (int j = 0; j < JT; ++j) {
+    const int64_t m = m_begin + (8 * j + g < rows ? 8 * j + g : rows - 1);
+    x_row[j] = a_base + m * p.a.stride_mn;
+  }
+  const T* w_col[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) w_col[j] = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b) + n0 + 8 * t;
+  const int64_t n_valid = p.n - (n0 + 8 * t);
+
+  // acc[j][2 q + jj..]: n-tile q (0: words 0, 1; 1: words 2, 3), rows 8jj...
+  float acc[NB][2 * JT * 4];
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+#pragma unroll
+    for (int v = 0; v < 2 * JT * 4; ++v) acc[j][v] = 0.0f;
+
+  const int64_t steps = (p.k + 15) / 16;
+  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(WARPS) * kGemvUnroll) {
+    uint4 w[kGemvUnroll][NB][2];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t k = (s0 + int64_t(u) * WARPS) * 16 + g;
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t kr = k + 8 * h;
+          w[u][j][h] = load8<T, true>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t k0 = (s0 + int64_t(u) * WARPS) * 16;
+      if (k0 >= p.k) break;
+      uint32_t x[JT][2];
+#pragma unroll
+      for (int jj = 0; jj < JT; ++jj) {
+        x[jj][0] = load2(x_row[jj] + k0 + 2 * t, p.k - (k0 + 2 * t));
+        x[jj][1] = load2(x_row[jj] + k0 + 8 + 2 * t, p.k - (k0 + 8 + 2 * t));
+      }
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        uint32_t f[2][4];  // [k half][word]
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          f[h][0] = movmatrix_trans(w[u][j][h].x);
+          f[h][1] = movmatrix_trans(w[u][j][h].y);
+          f[h][2] = movmatrix_trans(w[u][j][h].z);
+          f[h][3] = movmatrix_trans(w[u][j][h].w);
+        }
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const uint32_t a[4] = {f[0][2 * q], f[0][2 * q + 1], f[1][2 * q], f[1][2 * q + 1]};
+#pragma unroll
+          for (int jj = 0; jj < JT; ++jj) {
+            if (jj >= jt) break;
+            const int o = (q * JT + jj) * 4;
+            float c[4] = {acc[j][o], acc[j][o + 1], acc[j][o + 2], acc[j][o + 3]};
+            mma16816<T>(c, a, x[jj][0], x[jj][1]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][o + e] = c[e];
+          }
+        }
+      }
+    }
+  }
+
+  // Tile q, fragment row g -> word 2q (rows 0-7) or 2q + 1 (rows 8-15) of the lanes that loaded
+  // n = 8(g/2) + 2 word + g%2.
+  gemv_reduce<WARPS, 2 * JT * 4, NB>(acc, red, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
+    const int lg = l / 4, lt = l % 4, q = v / (JT * 4), jj = (v / 4) % JT, e = v % 4;
+    const int word = 2 * q + e / 2;
+    const int64_t row = 8 * jj + 2 * lt + (e % 2);
+    m = m_begin + row;
+    n = n0 + 8 * (lg / 2) + 2 * word + lg % 2;
+    return row < rows && n < p.n;
+  });
+}
+
+}  // namespace kiln::gemm::detail
+
+namespace kiln::gemm {
+
+// Needs A with k contiguous and both readable in 16-byte vectors, B in either layout (all B's
+// the same); anything else runs simt.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStream_t stream) {
+  static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemv<T>: T is __half or __nv_bfloat16");
+  static_assert(Config::MAX_M >= 1 && Config::WARPS >= 1 && Config::WARPS <= 16 && Config::MAX_M <= 16,
+                "GemvConfig: MAX_M 1..16, 1..16 warps");
+  constexpr int NB = Epilogue::kNumB;
+  static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
+  const int64_t batch = p.batch();
+  if (p.m <= 0 || p.n <= 0 || batch <= 0) return cudaSuccess;
+  int b_axis = detail::vector_axis(p, p.b[0], p.n);
+  if (NB == 2 && detail::vector_axis(p, p.b[1], p.n) != b_axis) b_axis = -1;
+  const int64_t cols = b_axis == 1 ? 16 : 32;
+  const int64_t blocks = (p.n + cols - 1) / cols;
+  if (p.k <= 0 || p.num_b != NB || detail::vector_axis(p, p.a, p.m) != 1 || b_axis < 0 || batch > 65535 || blocks > 2147483647)
+    return simt<T>(p, epilogue, stream);
+  const dim3 grid{unsigned(blocks), unsigned(batch), 1u};
+  for (int64_t m = 0; m < p.m; m += Config::MAX_M) {
+    if (b_axis == 1) {
+      detail::gemv_k_kernel<T, Config::MAX_M, Config::WARPS, Epilogue><<<grid, Config::WARPS * 32, 0, stream>>>(p, epilogue, m);
+    } else {
+      detail::gemv_n_kernel<T, Config::MAX_M, Config::WARPS, Epilogue><<<grid, Config::WARPS * 32, 0, stream>>>(p, epilogue, m);
+    }
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace kiln::gemm
