@@ -104,7 +104,22 @@ struct LinearForm {
   std::map<const ExprNode*, Expr> coefficient;
 };
 
+// Whether `e` reads a tensor (a data-dependent index, such as a Gather's): then it is not a
+// function of the size symbols alone, and the host cannot evaluate it.
+class ReadsData : public IRVisitor {
+ public:
+  bool found = false;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const TensorRead*) override { found = true; }
+  void visit(const Load*) override { found = true; }
+};
+
 std::optional<LinearForm> linear_form(const Expr& e, const std::vector<Expr>& axes) {
+  ReadsData data;
+  data.visit(e);
+  if (data.found) return std::nullopt;
   bool uses_axis = false;
   for (const Expr& v : axes) uses_axis = uses_axis || expr_uses_var(e, v);
   if (!uses_axis) return LinearForm{e, {}};
@@ -310,22 +325,27 @@ std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Ten
       }
       if (chain.empty()) continue;
       // Inlined, the chain's reads must leave the factor's address affine (a transpose does; a
-      // reshape of a transpose does not): else its first tensor stays a stage the template reads.
-      const te::Tensor inlined = te::inline_tensors(t, chain);
-      auto ci = te::as_contraction(inlined);
-      bool affine = false;
-      if (ci) {
+      // reshape of a transpose, or a gather by a tensor's value, does not): inline the longest
+      // prefix of the chain that does, and keep the tensor after it as a stage the template reads.
+      auto affine_through = [&](size_t j) {
+        const te::Tensor& end = j < chain.size() ? chain[j] : leaf;
+        const te::Tensor inlined = te::inline_tensors(t, std::vector<te::Tensor>(chain.begin(), chain.begin() + j));
+        auto ci = te::as_contraction(inlined);
+        if (!ci) return false;
         const Roles roles = roles_of(inlined, *ci);
-        const Buffers leaf_buffer = {{leaf.node().get(), Buffer::make(leaf.name(), leaf.dtype(), leaf.shape())}};
+        const Buffers end_buffer = {{end.node().get(), Buffer::make(end.name(), end.dtype(), end.shape())}};
+        const bool tf32 = s->gemm_template->tf32;
         for (const bool is_a : {true, false}) {
-          const bool tf32 = s->gemm_template->tf32;
           const TensorRead* read = template_factor(is_a ? ci->a : ci->b, tf32);
-          if (read && read->tensor.get() == leaf.node().get()) {
-            affine = operand_of(is_a ? ci->a : ci->b, roles, is_a, tf32, leaf_buffer).has_value();
+          if (read && read->tensor.get() == end.node().get()) {
+            return operand_of(is_a ? ci->a : ci->b, roles, is_a, tf32, end_buffer).has_value();
           }
         }
-      }
-      if (!affine) keep.insert(chain.front().node().get());
+        return false;
+      };
+      size_t j = chain.size();
+      while (j > 0 && !affine_through(j)) --j;
+      if (j < chain.size()) keep.insert(chain[j].node().get());
     }
   }
   return keep;
@@ -354,18 +374,26 @@ std::vector<TemplateGroup> plan_template_contractions(const std::vector<Lowering
       continue;
     }
     if (s.inlined->pattern != te::Pattern::Injective) continue;
+    // The group heads this stage may absorb: it is their only reader, reads them at its own index
+    // and has their shape. Other heads it reads are plain buffers to it.
     std::vector<size_t> read_groups;
-    bool foldable = true;
     for (const te::Tensor& x : te::direct_inputs(s.inlined)) {
       auto h = head.find(x.node().get());
       if (h == head.end()) continue;
       ReadsAtOwnIndex own(s.inlined, x.node().get());
       own.visit(s.inlined->body);
-      foldable = foldable && !outputs.count(x.node().get()) && readers[x.node().get()] == std::set<size_t>{i} &&
-                 own.ok && same_shape(x, s.inlined);
-      read_groups.push_back(h->second);
+      if (!outputs.count(x.node().get()) && readers[x.node().get()] == std::set<size_t>{i} && own.ok &&
+          same_shape(x, s.inlined)) {
+        read_groups.push_back(h->second);
+      }
     }
-    if (read_groups.empty() || !foldable) continue;
+    if (read_groups.size() > 2) read_groups = {read_groups.front()};
+    if (read_groups.size() == 2) {
+      const Group &g0 = groups[read_groups[0]], &g1 = groups[read_groups[1]];
+      if (g0.candidates.size() != 1 || g1.candidates.size() != 1 || !shares_a(g0.candidates[0], g1.candidates[0])) {
+        read_groups = {read_groups.front()};  // not one dual product: absorb the first, read the other
+      }
+    }
     if (read_groups.size() == 1) {
       Group& g = groups[read_groups[0]];
       head.erase(g.group.written().original.node().get());
@@ -373,9 +401,6 @@ std::vector<TemplateGroup> plan_template_contractions(const std::vector<Lowering
       head[s.original.node().get()] = read_groups[0];
     } else if (read_groups.size() == 2) {
       Group &g0 = groups[read_groups[0]], &g1 = groups[read_groups[1]];
-      if (g0.candidates.size() != 1 || g1.candidates.size() != 1 || !shares_a(g0.candidates[0], g1.candidates[0])) {
-        continue;
-      }
       head.erase(g0.group.written().original.node().get());
       head.erase(g1.group.written().original.node().get());
       g0.group.contractions.push_back(g1.group.contractions[0]);
@@ -476,5 +501,6 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
 }
 
 }  // namespace kiln
+
 
 

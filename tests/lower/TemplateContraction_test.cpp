@@ -166,6 +166,22 @@ TEST(TemplateContraction, ReshapeOfATransposeStaysAStageTheTemplateReads) {
   // are checked on the GPU, bench/contraction/edge_check.py.)
 }
 
+// q = qkv[which] with `which` a tensor (what an exporter writes for qkv[0]): a data-dependent
+// address, which the host cannot compute, so the Gather stays a stage and the template reads it.
+TEST(TemplateContraction, GatherByATensorValueStaysAStage) {
+  TestGraph t(17, false);
+  const int qkv = t.input("qkv", DType::Float16, {Expr(3), Expr(2), Expr(5), Expr(8)});
+  const int which = t.input("which", DType::Int64, {});
+  const int k = t.input("k", DType::Float16, {Expr(2), Expr(8), Expr(5)});
+  const int q = t.node("q", OpKind::Gather, {qkv, which}, {{"axis", test::int_attr(0)}});
+  t.output(t.node("scores", OpKind::MatMul, {q, k}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "gathered");
+  const auto found = templates_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 1u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(found[0]->a.buffer->name, "q_out0") << to_string(gpu[0].func.body);
+  EXPECT_EQ(to_string(found[0]->a.offset), "0");
+}
+
 // float32 MatMul stays exact: no template (those need float16/bfloat16 factors), the tiled path.
 TEST(TemplateContraction, Float32MatMulKeepsTheTiledPath) {
   TestGraph t(17, false);
