@@ -1,4 +1,4 @@
-// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--nodes a,b] [--no-build]
+// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--no-build]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/onnx/Import.h"
+#include "kiln/package/ModelLibrary.h"
 #include "kiln/support/Error.h"
 
 namespace kiln::cli {
@@ -22,6 +23,8 @@ struct CompileOptions {
   std::vector<std::string> targets = {"sm_90"};
   std::vector<std::string> nodes;
   bool no_build = false;
+  bool model_library = false;  // --model
+  bool reference = false;      // --reference
 };
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -51,16 +54,41 @@ int run_compile(const CompileOptions& options) {
     user_error("nvcc was not found (looked at $KILN_NVCC, $CUDA_HOME/bin, PATH, /usr/local/cuda/bin); install the "
                "CUDA toolkit or set KILN_NVCC, or pass --no-build to only write the sources");
   }
+  if (options.model_library && !options.nodes.empty()) {
+    user_error("--model compiles the whole graph; it cannot be combined with --nodes");
+  }
   Graph graph = load_onnx(options.model);
   const std::string model_name = fs::path(options.model).stem().string();
-  std::vector<codegen::GraphFunction> functions =
-      codegen::lower_graph(graph, target, graph.name.empty() ? model_name : graph.name, options.nodes);
+  std::vector<codegen::GraphFunction> functions = codegen::lower_graph(
+      graph, target, options.model_library ? package::kModelFunction : (graph.name.empty() ? model_name : graph.name),
+      options.nodes);
 
   const fs::path dir(options.out_dir);
   fs::create_directories(dir);
   codegen::write_support_files((dir / "include").string());
   const std::string ext = cpu ? ".cpp" : ".cu";
   std::vector<std::string> sources;
+  if (options.model_library) {
+    const codegen::GraphFunction& f = functions[0];
+    const package::ModelWeights weights =
+        package::write_model_weights(f, target, codegen::c_identifier(model_name), dir.string());
+    codegen::ModuleOptions module;
+    module.banner = "kiln compile --model " + options.model + " (nodes: " + std::to_string(f.nodes.size()) + ")";
+    module.library_constants[f.func.name] = weights.constants;
+    write_file(dir / (f.func.name + ext), codegen::generate_module({f.func}, target, module));
+    write_file(dir / (f.func.name + ".json"), codegen::signature_json(f.func, target, weights.constants));
+    write_file(dir / ("kiln_model_weights" + ext), weights.source);
+    sources = {f.func.name + ext, "kiln_model_weights" + ext};
+    std::cout << "model " << model_name << ": " << std::max<size_t>(1, f.func.stage_notes.size()) << " kernel(s), "
+              << weights.constants.size() << " weight(s): " << weights.embedded_bytes << " bytes compiled in, "
+              << weights.file_payload_bytes << " bytes in "
+              << (weights.weights_file.empty() ? "(no weights file)" : (dir / weights.weights_file).string()) << "\n";
+    functions.clear();
+  }
+  if (options.reference) {
+    package::write_model_reference(graph, dir.string());
+    std::cout << "reference inputs and CPU-backend outputs -> " << (dir / "reference").string() << "\n";
+  }
   for (size_t k = 0; k < functions.size(); ++k) {
     const LoweredFunc& f = functions[k].func;
     codegen::ModuleOptions module;
@@ -74,11 +102,13 @@ int run_compile(const CompileOptions& options) {
               << std::max<size_t>(1, f.stage_notes.size()) << " kernel(s) -> " << source.string() << "\n";
     std::cout.flush();
   }
-  const fs::path module = dir / ("kiln_module" + ext);
-  std::vector<std::string> names;
-  for (const codegen::GraphFunction& f : functions) names.push_back(codegen::c_identifier(f.func.name));
-  write_file(module, codegen::generate_library_module(target, names));
-  sources.push_back(module.filename().string());
+  if (!options.model_library) {
+    const fs::path module = dir / ("kiln_module" + ext);
+    std::vector<std::string> names;
+    for (const codegen::GraphFunction& f : functions) names.push_back(codegen::c_identifier(f.func.name));
+    write_file(module, codegen::generate_library_module(target, names));
+    sources.push_back(module.filename().string());
+  }
 
   std::string list;
   for (const std::string& s : sources) list += " " + s;
@@ -120,13 +150,22 @@ void register_compile(CLI::App& app) {
       "the kernel contract: kiln_<name>(args, num_args, workspace, stream) and kiln_signature_<name>().\n"
       "Writes DIR/<name>.cu (or .cpp), DIR/<name>.json (signature), DIR/include/ (headers the sources\n"
       "need), DIR/CMakeLists.txt, and DIR/lib<model>.so when nvcc (or the host compiler) is there.\n"
-      "Example: kiln compile model.onnx -o out --target sm_90,sm_110 --nodes softmax_1");
+      "With --model: a model library (kiln/runtime/kiln_model.h): one function `main` over the graph's inputs\n"
+      "and outputs only; initializers and Constant outputs belong to the library (small ones compiled in, the\n"
+      "others in DIR/<model>.weights, memory-mapped and loaded once per device). Load it with kiln::Model\n"
+      "(C++, kiln/runtime/Model.h), kiln.load or tvm_ffi.load_module and call main(inputs..., outputs...).\n"
+      "Example: kiln compile model.onnx -o out --target sm_90,sm_110 --nodes softmax_1\n"
+      "         kiln compile model.onnx -o out --target cpu --model");
   cmd->add_option("model", options->model, "The .onnx file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", options->out_dir, "Output folder (created)")->required();
   cmd->add_option("--target", options->targets, "Comma-separated GPU architectures (sm_80,sm_90,sm_110) or cpu")
       ->delimiter(',');
   cmd->add_option("--nodes", options->nodes, "Comma-separated node names: one function per node")->delimiter(',');
   cmd->add_flag("--no-build", options->no_build, "Only write the sources");
+  cmd->add_flag("--model", options->model_library,
+                "Build a model library: entry point main(graph inputs..., outputs...), weights owned by the library");
+  cmd->add_flag("--reference", options->reference,
+                "Also write DIR/reference/: random inputs (symbolic dims = 2) and the CPU backend's outputs for them");
   cmd->callback([options] { set_exit_code(run_compile(*options)); });
 }
 
