@@ -137,6 +137,11 @@ class Model {
   // The memory of a run with these inputs and outputs (shapes checked as run() does; data may
   // be null).
   Status memory(std::span<const DLTensor> inputs, std::span<const DLTensor> outputs, MemoryReport* report) const;
+  Status memory(std::initializer_list<DLTensor> inputs, std::initializer_list<DLTensor> outputs,
+                MemoryReport* report) const {
+    return memory(std::span<const DLTensor>(inputs.begin(), inputs.size()),
+                  std::span<const DLTensor>(outputs.begin(), outputs.size()), report);
+  }
 
   Session new_session() const;
   // Runs on a Session shared by every caller of this Model (serialized by a lock).

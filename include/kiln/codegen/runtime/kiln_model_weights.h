@@ -23,7 +23,10 @@
 #include "kiln/runtime/kiln_model.h"
 #include "kiln/runtime/validate.h"
 
+// Internal linkage on purpose: inline functions with static locals would be STB_GNU_UNIQUE
+// symbols, shared by every model library in the process; each library keeps its own state.
 namespace kiln::model_weights {
+namespace {
 
 constexpr int kMaxDevices = 64;
 
@@ -155,6 +158,7 @@ inline int device_slot(int32_t device_id) {
 #endif
 }
 
+}  // namespace
 }  // namespace kiln::model_weights
 
 extern "C" const KilnModelInfo* kiln_model_info(void) { return &kiln_model_info_data; }
