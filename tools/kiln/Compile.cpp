@@ -8,6 +8,7 @@
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/onnx/Import.h"
+#include "kiln/ops/GraphTensors.h"
 #include "kiln/package/ModelLibrary.h"
 #include "kiln/support/Error.h"
 
@@ -39,6 +40,32 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!(out << text)) user_error("cannot write {}", path.string());
 }
 
+// One line per node that kiln cannot build: op, name, why (build_graph_tensors' keep_going mode).
+std::string unsupported_nodes(const Graph& graph) {
+  ops::BuildOptions keep_going;
+  keep_going.keep_going = true;
+  const ops::GraphTensors built = ops::build_graph_tensors(graph, keep_going);
+  std::string lines;
+  int count = 0;
+  std::vector<bool> failed(graph.nodes.size(), false);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (built.node_errors[n].empty()) continue;
+    failed[n] = true;
+    // A supported op that fails only because an input comes from a failed node is not listed.
+    bool downstream = false;
+    for (int v : graph.nodes[n].inputs) {
+      const int producer = v >= 0 ? graph.values[v].producer : -1;
+      downstream = downstream || (producer >= 0 && failed[producer]);
+    }
+    if (downstream && graph.nodes[n].op != OpKind::Unsupported) continue;
+    if (++count <= 50) {
+      lines += "  " + graph.nodes[n].op_type + " '" + graph.nodes[n].name + "': " + built.node_errors[n] + "\n";
+    }
+  }
+  if (count > 50) lines += "  ... and " + std::to_string(count - 50) + " more\n";
+  return lines;
+}
+
 int run_compile(const CompileOptions& options) {
   bool cpu = false;
   for (const std::string& t : options.targets) {
@@ -59,9 +86,19 @@ int run_compile(const CompileOptions& options) {
   }
   Graph graph = load_onnx(options.model);
   const std::string model_name = fs::path(options.model).stem().string();
-  std::vector<codegen::GraphFunction> functions = codegen::lower_graph(
-      graph, target, options.model_library ? package::kModelFunction : (graph.name.empty() ? model_name : graph.name),
-      options.nodes);
+  std::vector<codegen::GraphFunction> functions;
+  try {
+    functions = codegen::lower_graph(
+        graph, target, options.model_library ? package::kModelFunction : (graph.name.empty() ? model_name : graph.name),
+        options.nodes);
+  } catch (const UserError& e) {
+    if (!options.nodes.empty()) throw;
+    // The whole graph: name every node kiln cannot build, not only the first.
+    const std::string nodes = unsupported_nodes(graph);
+    if (nodes.empty()) throw;
+    throw UnsupportedError(options.model + ": kiln cannot compile these nodes (op 'name': why):\n" + nodes +
+                           "Compile up to a node before them with --nodes, or see docs/OPS_GUIDE.md to add an op.");
+  }
 
   const fs::path dir(options.out_dir);
   fs::create_directories(dir);
