@@ -97,7 +97,8 @@ int run_compile(const CompileOptions& options) {
     const std::string nodes = unsupported_nodes(graph);
     if (nodes.empty()) throw;
     throw UnsupportedError(options.model + ": kiln cannot compile these nodes (op 'name': why):\n" + nodes +
-                           "Compile up to a node before them with --nodes, or see docs/OPS_GUIDE.md to add an op.");
+                           "Compile the nodes kiln supports with --nodes (one function per node), or see docs/OPS_GUIDE.md to "
+                           "add an op.");
   }
 
   const fs::path dir(options.out_dir);

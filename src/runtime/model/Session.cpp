@@ -18,6 +18,16 @@ struct Session::Impl {
   int replays = 0;
   std::vector<DLTensor> args;      // reused between runs
   std::vector<int64_t> symbols;
+  std::vector<int64_t> planned_symbols;  // the symbols of the last workspace size asked for
+  uint64_t planned_bytes = 0;
+
+  uint64_t workspace_bytes() {
+    if (planned_symbols != symbols) {
+      planned_bytes = model->signature->workspace_bytes(symbols.data());
+      planned_symbols = symbols;
+    }
+    return planned_bytes;
+  }
 
   ~Impl() {
     model_runtime::destroy_graphs(graphs);
@@ -110,7 +120,7 @@ Status Session::run(std::span<const DLTensor> inputs, std::span<const DLTensor> 
   const Model::Impl& model = *s.model;
   Status bound = model_runtime::bind_arguments(model, inputs, outputs, &s.args, &s.symbols);
   if (!bound) return bound;
-  const uint64_t need = model.signature->workspace_bytes(s.symbols.data());
+  const uint64_t need = s.workspace_bytes();
   void* workspace = options.workspace;
   if (workspace) {
     if (options.workspace_bytes < need) {
