@@ -163,7 +163,7 @@ GIB_ROWS = 16384  # W: [16384, 16384] float32 = 1 GiB
 
 
 def test_one_gib_weights_are_mapped_not_copied(tmp_path):
-    """A [1, 16384] x [16384, 16384] MatMul whose 1 GiB weight is in an external-data file: kiln
+    """A [16384, 16384] x [16384, 1] MatMul whose 1 GiB weight is in an external-data file: kiln
     writes it to the model's weights file; a fresh process loads the library, runs it, and its
     anonymous memory grows by far less than the weights (no second host copy) while its mapped
     file memory grows by about the weights (the run reads them from the mapping)."""
@@ -183,9 +183,10 @@ def test_one_gib_weights_are_mapped_not_copied(tmp_path):
     for key, value in (("location", "w.npy"), ("offset", str(header)), ("length", str(n * n * 4))):
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], "big",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], [tensor])
+    # W @ x (not x @ W): the reduction runs along W's rows, so the run reads W once, in order.
+    graph = helper.make_graph([helper.make_node("MatMul", ["w", "x"], ["y"], name="proj")], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 1])], [tensor])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "big.onnx"))
     del w
     compile_model(tmp_path / "big.onnx", tmp_path / "out")
@@ -203,8 +204,8 @@ def test_one_gib_weights_are_mapped_not_copied(tmp_path):
                 if line.startswith(("RssAnon:", "RssFile:")):
                     k, v = line.split(":"); out[k] = int(v.split()[0])
             return out
-        x = np.random.default_rng(1).standard_normal((1, {n})).astype(np.float32)
-        y = np.full((1, {n}), np.nan, np.float32)
+        x = np.random.default_rng(1).standard_normal(({n}, 1)).astype(np.float32)
+        y = np.full(({n}, 1), np.nan, np.float32)
         before = rss()
         lib = kiln.load({str(tmp_path / "out" / "libbig.so")!r})
         lib.main(x, y)
@@ -212,9 +213,9 @@ def test_one_gib_weights_are_mapped_not_copied(tmp_path):
         w = np.memmap({str(weights_file)!r}, np.float32, "r", offset=256, shape=({n}, {n}))
         want = np.zeros({n}, np.float64)
         for r in range(0, {n}, 2048):
-            want += x[0, r:r + 2048].astype(np.float64) @ w[r:r + 2048].astype(np.float64)
+            want[r:r + 2048] = w[r:r + 2048].astype(np.float64) @ x[:, 0].astype(np.float64)
         print(json.dumps({{"before": before, "after": after,
-                           "max_err": float(np.abs(y[0] - want).max()), "max_ref": float(np.abs(want).max())}}))
+                           "max_err": float(np.abs(y[:, 0] - want).max()), "max_ref": float(np.abs(want).max())}}))
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
@@ -249,3 +250,23 @@ def test_unsupported_nodes_fail_at_compile_time_with_the_list(tmp_path):
     assert "Unique 'uniq': op not supported" in run.stderr, run.stderr
     assert "relu2" not in run.stderr, run.stderr
     assert not (tmp_path / "out" / "libbad.so").exists()
+
+
+def test_cuda_model_library_builds(tmp_path):
+    """The CUDA side of a model library (device upload of the weights, the same entry point) compiles
+    with nvcc and exports the contract, the model C API and the TVM-FFI entry (running it needs the GPU:
+    bench/runtime/)."""
+    import shutil
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    binary = kiln_binary()
+    if nvcc is None or binary is None:
+        pytest.skip("needs nvcc and the kiln binary")
+    model = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gemma_mlp.onnx"
+    run = subprocess.run([binary, "compile", str(model), "-o", str(tmp_path), "--target", "sm_90", "--model"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(tmp_path / "libgemma_mlp.so")],
+                             capture_output=True, text=True).stdout
+    for name in ["kiln_main", "kiln_signature_main", "kiln_library_functions", "kiln_model_info", "kiln_model_load",
+                 "kiln_model_constants", "__tvm_ffi_main"]:
+        assert f" {name}\n" in symbols, f"{name} is not exported:\n{symbols}"

@@ -119,6 +119,9 @@ TEST_F(ModelTest, ErrorsNameTheArgumentAndTheRule) {
 
   Session not_from_a_model;
   EXPECT_FALSE(not_from_a_model.run({}, {}));
+  Model kernels_only = Model::load(KILN_TEST_LIBRARY_PATH);
+  EXPECT_FALSE(kernels_only);
+  EXPECT_NE(kernels_only.error().find("not a model library (no kiln_model_info"), std::string::npos) << kernels_only.error();
   Model missing = Model::load((dir / "libnothing.so").string());
   EXPECT_FALSE(missing);
   EXPECT_NE(missing.error().find("cannot open the library"), std::string::npos) << missing.error();
