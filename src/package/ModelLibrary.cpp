@@ -29,14 +29,16 @@ class Checksum {
     for (uint64_t i = 0; i < bytes; i += 8) {
       uint64_t w;
       std::memcpy(&w, data + i, 8);  // little-endian hosts only (x86-64, aarch64)
-      h_ = (h_ ^ w) * 1099511628211ull;
+      uint64_t& lane = lanes_[words_++ % 4];
+      lane = (lane ^ w) * KILN_FNV_PRIME;
     }
     length_ += bytes;
   }
-  uint64_t value() const { return (h_ ^ length_) * 1099511628211ull; }
+  uint64_t value() const { return kiln_weights_checksum_fold(lanes_, length_); }
 
  private:
-  uint64_t h_ = 1469598103934665603ull;
+  uint64_t lanes_[4] = {KILN_FNV_OFFSET, KILN_FNV_OFFSET ^ 1, KILN_FNV_OFFSET ^ 2, KILN_FNV_OFFSET ^ 3};
+  uint64_t words_ = 0;
   uint64_t length_ = 0;
 };
 
