@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +81,23 @@ TEST_F(ModelTest, RunMatchesTheCpuBackend) {
   ASSERT_TRUE(s) << s.message();
   expect_close(y, y_ref, "y");
   expect_close(probs, probs_ref, "probs");
+
+  // The same on an arena the caller hands in (exactly the size memory() reports).
+  MemoryReport r;
+  ASSERT_TRUE(m.memory({tensor_view(x.data(), shape, f32)}, {tensor_view(y.data(), shape, f32), tensor_view(probs.data(), shape, f32)}, &r));
+  std::vector<char> arena(r.arena + 256);
+  RunOptions options;
+  options.workspace = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(arena.data()) + 255) / 256 * 256);
+  options.workspace_bytes = r.arena;
+  std::fill(y.begin(), y.end(), NAN);
+  std::fill(probs.begin(), probs.end(), NAN);
+  Session session = m.new_session();
+  s = session.run({tensor_view(x.data(), shape, f32)},
+                  {tensor_view(y.data(), shape, f32), tensor_view(probs.data(), shape, f32)}, nullptr, options);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(session.arena_bytes(), 0u) << "the session should not allocate when handed an arena";
+  expect_close(y, y_ref, "y (caller's arena)");
+  expect_close(probs, probs_ref, "probs (caller's arena)");
 }
 
 TEST_F(ModelTest, ErrorsNameTheArgumentAndTheRule) {
