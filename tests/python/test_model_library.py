@@ -128,7 +128,14 @@ def test_wrong_input_names_the_argument(gemma_library):
     with pytest.raises(ValueError, match=r"x"):
         lib.main(np.zeros((2, 3, 32), np.float32), np.zeros((2, 3, 64), np.float32))
     with pytest.raises(TypeError, match=r"takes 2"):
-        lib.main(np.zeros((2, 3, 64), np.float32))
+        lib.main(np.zeros((2, 3, 64), np.float32), np.zeros((2, 3, 64), np.float32), np.zeros((2, 3, 64), np.float32))
+
+
+def test_outputs_are_allocated_when_not_given(gemma_library):
+    x = np.random.default_rng(11).standard_normal((2, 7, HIDDEN)).astype(np.float32)
+    y = kiln.load(str(gemma_library)).main(x)
+    assert isinstance(y, np.ndarray) and y.shape == (2, 7, HIDDEN) and y.dtype == np.float32
+    np.testing.assert_allclose(y, reference(x), rtol=1e-4, atol=1e-4)
 
 
 def test_tvm_ffi_load_module(gemma_library):
