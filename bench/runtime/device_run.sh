@@ -19,9 +19,12 @@ export PYTHONUNBUFFERED=1
 device="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 echo "device: $device"
 t0=$(date +%s)
-python3 "$C/bench/export_gemma_mlp.py" "$W" 2>&1 | tail -3
+python3 "$C/bench/export_gemma_mlp.py" "$W" > "$OUT/export.txt" 2>&1
+tail -3 "$OUT/export.txt"
 echo "[$(( $(date +%s) - t0 ))s] exported"
-"$C/kiln" compile "$W/gemma_mlp_block.onnx" -o "$W/lib" --target sm_90 --model 2>&1 | tail -4
+"$C/kiln" compile "$W/gemma_mlp_block.onnx" -o "$W/lib" --target sm_90 --model > "$OUT/compile.txt" 2>&1 ||
+  "$C/kiln" inspect "$W/gemma_mlp_block.onnx" > "$OUT/inspect.txt" 2>&1
+tail -4 "$OUT/compile.txt"
 echo "[$(( $(date +%s) - t0 ))s] compiled"
 g++ -O2 -std=c++20 "$C/bench/bench_runtime.cpp" -I"$C/include" -I"$C/include/kiln/third_party" -I/usr/local/cuda/include \
   -L"$C/lib" -lkiln_runtime -L/usr/local/cuda/lib64 -lcudart -lpthread -o "$W/bench_runtime" || exit 1
