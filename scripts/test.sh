@@ -20,6 +20,18 @@ ninja -C "$build" -j"$jobs"
 step "unit tests"
 (cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 600)
 
+step "C++ example against the installed CMake package (examples/cpp)"
+# Installs to a temporary prefix, builds examples/cpp with find_package(kiln) (kiln_add_model runs
+# the installed kiln at build time), and runs it: outputs against the CPU backend's, 4 threads,
+# the memory-plan bound. tests/python/test_model_library.py runs the same application on its models.
+prefix="$(mktemp -d)"
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix/install" >/dev/null
+cmake -S examples/cpp -B "$prefix/example" -G Ninja -DCMAKE_PREFIX_PATH="$prefix/install" >/dev/null
+ninja -C "$prefix/example" >/dev/null
+"$prefix/example/run_model"
+export KILN_EXAMPLE_RUN_MODEL="$prefix/example/run_model"
+
 step "ONNX node conformance, CPU backend"
 nodes=/usr/share/libonnx-testdata/data/node
 "$build/tools/kiln" test-onnx "$nodes" --skip-list tests/conformance/known_bad_reference.txt | tee "$build/conformance-cpu.txt" | grep -v '^PASS' | tail -n 400

@@ -16,6 +16,7 @@ the signature.
 import os
 
 from ._kiln import ABI_VERSION, Function, open_library
+from ._outputs import AllocatingFunction, is_model_library
 
 __all__ = ["load", "Module", "Function", "ABI_VERSION"]
 
@@ -26,6 +27,8 @@ class Module:
     def __init__(self, path):
         self.__dict__["_path"] = os.fspath(path)
         functions = {f.__name__: f for f in open_library(self._path)}
+        if "main" in functions and is_model_library(self._path):  # kiln compile --model: main(x) returns y
+            functions["main"] = AllocatingFunction(functions["main"])
         self.__dict__["_functions"] = functions
         for name, f in functions.items():
             if name.isidentifier() and not name.startswith("_"):

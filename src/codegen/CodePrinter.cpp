@@ -39,6 +39,43 @@ class FindVectorAccess : public IRVisitor {
   }
 };
 
+class TouchedBuffers : public IRVisitor {
+ public:
+  std::set<const BufferNode*> touched;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Load* op) override {
+    touched.insert(op->buffer.get());
+    IRVisitor::visit(op);
+  }
+  void visit(const Store* op) override {
+    touched.insert(op->buffer.get());
+    IRVisitor::visit(op);
+  }
+};
+
+// The stages between which each temporary is live. Stages run in order (one after another on the
+// CPU, kernels in order on one stream), so a buffer whose last stage precedes another's first
+// stage may share its bytes.
+std::vector<std::pair<int, int>> temporary_lifetimes(const std::vector<Buffer>& temporaries,
+                                                     const std::vector<Stmt>& stages) {
+  std::vector<std::pair<int, int>> lifetimes(temporaries.size(), {-1, -1});
+  for (size_t s = 0; s < stages.size(); ++s) {
+    TouchedBuffers t;
+    t.visit(stages[s]);
+    for (size_t k = 0; k < temporaries.size(); ++k) {
+      if (!t.touched.count(temporaries[k].get())) continue;
+      if (lifetimes[k].first < 0) lifetimes[k].first = static_cast<int>(s);
+      lifetimes[k].second = static_cast<int>(s);
+    }
+  }
+  for (auto& [first, last] : lifetimes) {
+    if (first < 0) first = last = 0;  // never touched: give it a slot of its own at stage 0
+  }
+  return lifetimes;
+}
+
 const char* dl_type_code(DType d) {
   switch (dtype_class(d)) {
     case DTypeClass::Bool: return "6 /* bool */";
@@ -51,11 +88,20 @@ const char* dl_type_code(DType d) {
 
 }  // namespace
 
-FunctionLayout layout_function(const LoweredFunc& func) {
+FunctionLayout layout_function(const LoweredFunc& func, const std::vector<int>& library_constants) {
   FunctionLayout f;
   f.func = &func;
   f.name = c_identifier(func.name);
-  for (const Buffer& b : func.inputs) f.params.push_back(b);
+  std::vector<bool> owned(func.inputs.size(), false);
+  for (int k : library_constants) {
+    KILN_ASSERT(k >= 0 && k < static_cast<int>(func.inputs.size()));
+    owned[k] = true;
+    f.constants.push_back(func.inputs[k]);
+  }
+  for (size_t k = 0; k < func.inputs.size(); ++k) {
+    if (!owned[k]) f.params.push_back(func.inputs[k]);
+  }
+  f.num_inputs = f.params.size();
   for (const Buffer& b : func.outputs) {
     bool seen = false;
     for (const Buffer& p : f.params) seen = seen || p.same_as(b);
@@ -78,6 +124,7 @@ FunctionLayout layout_function(const LoweredFunc& func) {
   } else if (!body.as<Evaluate>()) {
     f.stages = {body};
   }
+  f.lifetimes = temporary_lifetimes(f.temporaries, f.stages);
   f.symbols = func.symbols;
   std::vector<bool> bound(f.symbols.size(), false);
   for (const Buffer& b : f.params) {
@@ -483,6 +530,9 @@ std::vector<Buffer> CodePrinter::buffers_used(const FunctionLayout& f, const Stm
   for (const Buffer& b : f.params) {
     if (c.used.count(b.get())) out.push_back(b);
   }
+  for (const Buffer& b : f.constants) {
+    if (c.used.count(b.get())) out.push_back(b);
+  }
   for (const Buffer& b : f.temporaries) {
     if (c.used.count(b.get())) out.push_back(b);
   }
@@ -516,17 +566,59 @@ void CodePrinter::bind_symbols(const FunctionLayout& f, const std::string& array
 }
 
 void CodePrinter::print_workspace(const FunctionLayout& f) {
+  // The memory plan (runtime/arena_plan.h): sizes evaluated for this call's symbols, lifetimes
+  // fixed here; offsets[] receives each temporary's offset in the workspace.
   reset_names();
-  open_block("static size_t kiln_workspace_bytes_" + f.name + "([[maybe_unused]] const int64_t* symbols)");
-  bind_symbols(f, "symbols");
-  line() << "size_t bytes = 0;\n";
-  for (const Buffer& t : f.temporaries) {
-    line() << "bytes += (static_cast<size_t>(" << expr(t.num_elements()) << ") * " << dtype_bytes(t->dtype)
-           << " + 255) / 256 * 256;  // " << t->name << "\n";
+  const size_t n = f.temporaries.size();
+  open_block("static size_t kiln_arena_" + f.name +
+             "([[maybe_unused]] const int64_t* symbols, [[maybe_unused]] size_t* offsets, [[maybe_unused]] size_t* live_bytes)");
+  if (n == 0) {
+    line() << "if (live_bytes) *live_bytes = 0;\n";
+    line() << "return 0;\n";
+    close_block();
+  } else {
+    bind_symbols(f, "symbols");
+    line() << "kiln::abi::ArenaBuffer buffers[" << n << "] = {\n";
+    for (size_t k = 0; k < n; ++k) {
+      const Buffer& t = f.temporaries[k];
+      line() << "    {static_cast<size_t>(" << expr(t.num_elements()) << ") * " << dtype_bytes(t->dtype) << ", "
+             << f.lifetimes[k].first << ", " << f.lifetimes[k].second << ", 0},  // " << t->name << "\n";
+    }
+    line() << "};\n";
+    line() << "const size_t total = kiln::abi::plan_arena(buffers, " << n << ");\n";
+    line() << "for (int k = 0; k < " << n << "; ++k) offsets[k] = buffers[k].offset;\n";
+    line() << "if (live_bytes) *live_bytes = kiln::abi::arena_live_bytes(buffers, " << n << ");\n";
+    line() << "return total;\n";
+    close_block();
   }
-  line() << "return bytes;\n";
+  blank_line();
+  open_block("static size_t kiln_workspace_bytes_" + f.name + "(const int64_t* symbols)");
+  line() << "size_t offsets[" << std::max<size_t>(1, n) << "];\n";
+  line() << "return kiln_arena_" << f.name << "(symbols, offsets, nullptr);\n";
+  close_block();
+  blank_line();
+  // The largest live set for these symbols: what the plan is measured against (kiln::Model's
+  // memory report).
+  open_block("extern \"C\" size_t kiln_live_bytes_" + f.name + "(const int64_t* symbols)");
+  line() << "size_t offsets[" << std::max<size_t>(1, n) << "], live = 0;\n";
+  line() << "kiln_arena_" << f.name << "(symbols, offsets, &live);\n";
+  line() << "return live;\n";
   close_block();
 }
+
+namespace {
+
+std::vector<int> constant_indices(const FunctionLayout& f) {
+  std::vector<int> indices;
+  for (const Buffer& c : f.constants) {
+    for (size_t k = 0; k < f.func->inputs.size(); ++k) {
+      if (f.func->inputs[k].same_as(c)) indices.push_back(static_cast<int>(k));
+    }
+  }
+  return indices;
+}
+
+}  // namespace
 
 void CodePrinter::print_signature(const FunctionLayout& f) {
   open_block("extern \"C\" const KilnSignature* kiln_signature_" + f.name + "(void)");
@@ -556,7 +648,7 @@ void CodePrinter::print_signature(const FunctionLayout& f) {
     const int alignment = std::max(dtype_bytes(b->dtype), it == f.alignment.end() ? 1 : it->second);
     line() << "    {" << string_literal(b->name) << ", {" << dl_type_code(b->dtype) << ", " << dtype_bits(b->dtype)
            << ", 1}, " << b->shape.size() << ", shape_" << i << ", " << alignment << ", "
-           << (i >= f.func->inputs.size() ? 1 : 0) << "},\n";
+           << (i >= f.num_inputs ? 1 : 0) << "},\n";
   }
   line() << "};\n";
   const size_t ns = f.symbols.size();
@@ -577,7 +669,7 @@ void CodePrinter::print_signature(const FunctionLayout& f) {
          << ",\n";
   line() << "    kiln_workspace_bytes_" << f.name << ",\n";
   line() << "    " << string_literal(signature_text(f)) << ",\n";
-  line() << "    " << string_literal(signature_json(*f.func, target_)) << "};\n";
+  line() << "    " << string_literal(signature_json(*f.func, target_, constant_indices(f))) << "};\n";
   line() << "return &signature;\n";
   close_block();
 }
@@ -614,14 +706,27 @@ void CodePrinter::print_entry(const FunctionLayout& f) {
     line() << "[[maybe_unused]] " << t << "* " << buffer_name(b) << " = reinterpret_cast<" << t << "*>(static_cast<char*>(args[" << i
            << "].data) + args[" << i << "].byte_offset);\n";
   }
+  if (!f.constants.empty()) {
+    // The library's weights on this call's device, loaded (uploaded) on first use.
+    line() << "const void* const* constants = kiln_model_constants(args[0].device.device_id, stream);\n";
+    line() << "if (constants == nullptr) return KILN_ERR_WEIGHTS;\n";
+    for (size_t k = 0; k < f.constants.size(); ++k) {
+      const Buffer& b = f.constants[k];
+      const std::string t = type_name(b->dtype);
+      line() << "[[maybe_unused]] " << t << "* " << buffer_name(b) << " = static_cast<" << t
+             << "*>(const_cast<void*>(constants[" << k << "]));\n";
+    }
+  }
   if (!f.temporaries.empty()) {
-    line() << "size_t offset = 0;\n";
-    for (const Buffer& b : f.temporaries) {
+    line() << "static thread_local kiln::abi::ArenaCache<" << f.temporaries.size() << ", " << f.symbols.size()
+           << "> arena;\n";
+    line() << "const size_t* offsets = arena.get(symbols, [](const int64_t* s, size_t* o) { kiln_arena_" << f.name
+           << "(s, o, nullptr); });\n";
+    for (size_t k = 0; k < f.temporaries.size(); ++k) {
+      const Buffer& b = f.temporaries[k];
       const std::string t = type_name(b->dtype);
       line() << t << "* " << buffer_name(b) << " = reinterpret_cast<" << t
-             << "*>(static_cast<char*>(workspace) + offset);\n";
-      line() << "offset += (static_cast<size_t>(" << expr(b.num_elements()) << ") * " << dtype_bytes(b->dtype)
-             << " + 255) / 256 * 256;\n";
+             << "*>(static_cast<char*>(workspace) + offsets[" << k << "]);\n";
     }
   }
   print_invoke(f);
@@ -645,9 +750,13 @@ std::string CodePrinter::module(const std::vector<LoweredFunc>& funcs, const Mod
   out_ << "// Generated by kiln (" << target_name(target_) << " backend). Do not edit: regenerate.\n";
   if (!options.banner.empty()) out_ << "// " << options.banner << "\n";
   out_ << prologue();
+  out_ << "#include \"kiln/runtime/arena_plan.h\"  // the memory plan of the workspace\n";
+  if (!options.library_constants.empty()) out_ << "#include \"kiln/runtime/kiln_model.h\"  // the library's weights\n";
   std::vector<std::string> names;
   for (const LoweredFunc& func : funcs) {
-    const FunctionLayout f = layout_function(func);
+    auto owned = options.library_constants.find(c_identifier(func.name));
+    const FunctionLayout f =
+        layout_function(func, owned == options.library_constants.end() ? std::vector<int>() : owned->second);
     out_ << "\n// ==== " << f.name << " ====\n";
     out_ << "// source: " << (func.comment.empty() ? "(none)" : func.comment) << "\n";
     out_ << "// " << signature_text(f) << "\n";

@@ -21,7 +21,14 @@ struct FunctionLayout {
   const LoweredFunc* func = nullptr;
   std::string name;                       // C identifier of the function
   std::vector<ir::Buffer> params;         // inputs then outputs (signature order)
+  size_t num_inputs = 0;                  // params[0, num_inputs) are inputs
+  // Inputs the library owns (a model library's weights, ModuleOptions::library_constants): not
+  // parameters; the entry point binds them from kiln_model_constants() (runtime/kiln_model.h).
+  std::vector<ir::Buffer> constants;
   std::vector<ir::Buffer> temporaries;    // global buffers carved from the workspace
+  // Per temporary: the first and last stage that reads or writes it (the memory plan's
+  // lifetimes, runtime/arena_plan.h).
+  std::vector<std::pair<int, int>> lifetimes;
   std::vector<ir::Stmt> stages;           // top-level statements inside the temporaries
   std::vector<ir::Expr> symbols;          // signature symbols: the function's, then derived dims
   // A parameter dim that is neither a constant nor a symbol: bound to a derived symbol and
@@ -36,7 +43,8 @@ struct FunctionLayout {
   // Outputs that are an input or an earlier output (Identity): param index <- buffer to copy.
   std::vector<std::pair<int, ir::Buffer>> copies;
 };
-FunctionLayout layout_function(const LoweredFunc& func);
+// `library_constants`: indices into func.inputs of the inputs the library owns.
+FunctionLayout layout_function(const LoweredFunc& func, const std::vector<int>& library_constants = {});
 
 class CodePrinter {
  public:

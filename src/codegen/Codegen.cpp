@@ -22,7 +22,10 @@ std::string generate_module(const std::vector<LoweredFunc>& funcs, Target target
 std::string generate_last_error_module(Target target) { return generate_library_module(target, {}); }
 
 std::string generate_library_module(Target target, const std::vector<std::string>& functions) {
-  return generate_module({}, target, ModuleOptions{true, functions, "the library's entry points"});
+  ModuleOptions options;
+  options.other_functions = functions;
+  options.banner = "the library's entry points";
+  return generate_module({}, target, options);
 }
 
 const std::string& embedded_template(const std::string& name) { return embedded_file(name); }

@@ -47,18 +47,18 @@ std::string signature_text(const FunctionLayout& f) {
   std::string s = f.name + "(";
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Buffer& b = f.params[i];
-    if (i == f.func->inputs.size()) s += ") -> (";
+    if (i == f.num_inputs) s += ") -> (";
     else if (i) s += ", ";
     std::string shape;
     for (size_t d = 0; d < b->shape.size(); ++d) shape += (d ? ", " : "") + dim_text(f, b->shape[d]);
     s += b->name + ": Tensor([" + shape + "], " + std::string(dtype_name(b->dtype)) + ")";
   }
-  if (f.params.size() == f.func->inputs.size()) s += ") -> (";
+  if (f.params.size() == f.num_inputs) s += ") -> (";
   return s + ")";
 }
 
-std::string signature_json(const LoweredFunc& func, Target target) {
-  const FunctionLayout f = layout_function(func);
+std::string signature_json(const LoweredFunc& func, Target target, const std::vector<int>& library_constants) {
+  const FunctionLayout f = layout_function(func, library_constants);
   nlohmann::json j;
   j["name"] = f.name;
   j["abi_version"] = 1;
@@ -70,7 +70,7 @@ std::string signature_json(const LoweredFunc& func, Target target) {
     nlohmann::json p;
     p["name"] = b->name;
     p["dtype"] = std::string(dtype_name(b->dtype));
-    p["is_output"] = i >= func.inputs.size();
+    p["is_output"] = i >= f.num_inputs;
     p["shape"] = nlohmann::json::array();
     for (const Expr& d : b->shape) {
       if (auto c = as_const_int(d)) p["shape"].push_back(*c);

@@ -1,4 +1,4 @@
-// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--nodes a,b] [--no-build] [--records FILE]
+// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--no-build] [--records FILE] [--tf32]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -8,6 +8,8 @@
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/onnx/Import.h"
+#include "kiln/ops/GraphTensors.h"
+#include "kiln/package/ModelLibrary.h"
 #include "kiln/support/Error.h"
 #include "kiln/schedule/Defaults.h"
 #include "kiln/tune/Apply.h"
@@ -27,6 +29,8 @@ struct CompileOptions {
   bool no_build = false;
   std::string records;  // "": the default cache folder when it exists
   bool tf32 = false;     // float32 contractions may use TF32 tensor cores
+  bool model_library = false;  // --model
+  bool reference = false;      // --reference
 };
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -39,6 +43,32 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   if (!(out << text)) user_error("cannot write {}", path.string());
+}
+
+// One line per node that kiln cannot build: op, name, why (build_graph_tensors' keep_going mode).
+std::string unsupported_nodes(const Graph& graph) {
+  ops::BuildOptions keep_going;
+  keep_going.keep_going = true;
+  const ops::GraphTensors built = ops::build_graph_tensors(graph, keep_going);
+  std::string lines;
+  int count = 0;
+  std::vector<bool> failed(graph.nodes.size(), false);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (built.node_errors[n].empty()) continue;
+    failed[n] = true;
+    // A supported op that fails only because an input comes from a failed node is not listed.
+    bool downstream = false;
+    for (int v : graph.nodes[n].inputs) {
+      const int producer = v >= 0 ? graph.values[v].producer : -1;
+      downstream = downstream || (producer >= 0 && failed[producer]);
+    }
+    if (downstream && graph.nodes[n].op != OpKind::Unsupported) continue;
+    if (++count <= 50) {
+      lines += "  " + graph.nodes[n].op_type + " '" + graph.nodes[n].name + "': " + built.node_errors[n] + "\n";
+    }
+  }
+  if (count > 50) lines += "  ... and " + std::to_string(count - 50) + " more\n";
+  return lines;
 }
 
 int run_compile(const CompileOptions& options) {
@@ -56,6 +86,9 @@ int run_compile(const CompileOptions& options) {
     user_error("nvcc was not found (looked at $KILN_NVCC, $CUDA_HOME/bin, PATH, /usr/local/cuda/bin); install the "
                "CUDA toolkit or set KILN_NVCC, or pass --no-build to only write the sources");
   }
+  if (options.model_library && !options.nodes.empty()) {
+    user_error("--model compiles the whole graph; it cannot be combined with --nodes");
+  }
   Graph graph = load_onnx(options.model);
   const std::string model_name = fs::path(options.model).stem().string();
   // Tuning records: the best schedule per kernel where one was measured, the default otherwise.
@@ -63,10 +96,23 @@ int run_compile(const CompileOptions& options) {
   const std::string records_path = options.records.empty() ? tune::default_records_path() : options.records;
   if (!options.records.empty() && !fs::exists(options.records)) user_error("--records {}: no such file or folder", options.records);
   if (!records_path.empty()) records.load(records_path);
+  std::vector<codegen::KernelDefinition> kernels;
+  try {
+    kernels = codegen::kernel_definitions(
+        graph, options.model_library ? package::kModelFunction : (graph.name.empty() ? model_name : graph.name),
+        options.nodes);
+  } catch (const UserError& e) {
+    if (!options.nodes.empty()) throw;
+    // The whole graph: name every node kiln cannot build, not only the first.
+    const std::string nodes = unsupported_nodes(graph);
+    if (nodes.empty()) throw;
+    throw UnsupportedError(options.model + ": kiln cannot compile these nodes (op 'name': why):\n" + nodes +
+                           "Compile the nodes kiln supports with --nodes (one function per node), or see docs/OPS_GUIDE.md to "
+                           "add an op.");
+  }
   std::vector<codegen::GraphFunction> functions;
   std::vector<std::string> schedule_notes, cpu_flags;
-  for (const codegen::KernelDefinition& k :
-       codegen::kernel_definitions(graph, graph.name.empty() ? model_name : graph.name, options.nodes)) {
+  for (const codegen::KernelDefinition& k : kernels) {
     tune::ChosenSchedule chosen = tune::choose_schedule(records, k, target, cpu ? "" : options.targets.at(0));
     if (options.tf32 && !cpu) {
       DefaultScheduleOptions o = chosen.record ? tune::schedule_options(chosen.record->knobs) : DefaultScheduleOptions();
@@ -83,6 +129,27 @@ int run_compile(const CompileOptions& options) {
   codegen::write_support_files((dir / "include").string());
   const std::string ext = cpu ? ".cpp" : ".cu";
   std::vector<std::string> sources;
+  if (options.model_library) {
+    const codegen::GraphFunction& f = functions[0];
+    const package::ModelWeights weights =
+        package::write_model_weights(f, target, codegen::c_identifier(model_name), dir.string());
+    codegen::ModuleOptions module;
+    module.banner = "kiln compile --model " + options.model + " (nodes: " + std::to_string(f.nodes.size()) + ")";
+    module.library_constants[f.func.name] = weights.constants;
+    write_file(dir / (f.func.name + ext), codegen::generate_module({f.func}, target, module));
+    write_file(dir / (f.func.name + ".json"), codegen::signature_json(f.func, target, weights.constants));
+    write_file(dir / ("kiln_model_weights" + ext), weights.source);
+    sources = {f.func.name + ext, "kiln_model_weights" + ext};
+    std::cout << "model " << model_name << ": " << std::max<size_t>(1, f.func.stage_notes.size()) << " kernel(s), "
+              << weights.constants.size() << " weight(s): " << weights.embedded_bytes << " bytes compiled in, "
+              << weights.file_payload_bytes << " bytes in "
+              << (weights.weights_file.empty() ? "(no weights file)" : (dir / weights.weights_file).string()) << "\n";
+    functions.clear();
+  }
+  if (options.reference) {
+    package::write_model_reference(graph, dir.string());
+    std::cout << "reference inputs and CPU-backend outputs -> " << (dir / "reference").string() << "\n";
+  }
   for (size_t k = 0; k < functions.size(); ++k) {
     const LoweredFunc& f = functions[k].func;
     codegen::ModuleOptions module;
@@ -103,11 +170,13 @@ int run_compile(const CompileOptions& options) {
     std::cout << "schedule: " << n << "\n";
   }
   write_file(dir / "schedules.md", notes);
-  const fs::path module = dir / ("kiln_module" + ext);
-  std::vector<std::string> names;
-  for (const codegen::GraphFunction& f : functions) names.push_back(codegen::c_identifier(f.func.name));
-  write_file(module, codegen::generate_library_module(target, names));
-  sources.push_back(module.filename().string());
+  if (!options.model_library) {
+    const fs::path module = dir / ("kiln_module" + ext);
+    std::vector<std::string> names;
+    for (const codegen::GraphFunction& f : functions) names.push_back(codegen::c_identifier(f.func.name));
+    write_file(module, codegen::generate_library_module(target, names));
+    sources.push_back(module.filename().string());
+  }
 
   std::string list;
   for (const std::string& s : sources) list += " " + s;
@@ -150,7 +219,12 @@ void register_compile(CLI::App& app) {
       "the kernel contract: kiln_<name>(args, num_args, workspace, stream) and kiln_signature_<name>().\n"
       "Writes DIR/<name>.cu (or .cpp), DIR/<name>.json (signature), DIR/include/ (headers the sources\n"
       "need), DIR/CMakeLists.txt, and DIR/lib<model>.so when nvcc (or the host compiler) is there.\n"
-      "Example: kiln compile model.onnx -o out --target sm_90,sm_110 --nodes softmax_1");
+      "With --model: a model library (kiln/runtime/kiln_model.h): one function `main` over the graph's inputs\n"
+      "and outputs only; initializers and Constant outputs belong to the library (small ones compiled in, the\n"
+      "others in DIR/<model>.weights, memory-mapped and loaded once per device). Load it with kiln::Model\n"
+      "(C++, kiln/runtime/Model.h), kiln.load or tvm_ffi.load_module and call main(inputs..., outputs...).\n"
+      "Example: kiln compile model.onnx -o out --target sm_90,sm_110 --nodes softmax_1\n"
+      "         kiln compile model.onnx -o out --target cpu --model");
   cmd->add_option("model", options->model, "The .onnx file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", options->out_dir, "Output folder (created)")->required();
   cmd->add_option("--target", options->targets, "Comma-separated GPU architectures (sm_80,sm_90,sm_110) or cpu")
@@ -163,6 +237,10 @@ void register_compile(CLI::App& app) {
   cmd->add_option("--records", options->records,
                   "Tuning records (kiln tune -o) or a folder of them; default: $KILN_RECORDS or ~/.cache/kiln/records "
                   "when it exists. Kernels without a record keep the default schedule (schedules.md says which)");
+  cmd->add_flag("--model", options->model_library,
+                "Build a model library: entry point main(graph inputs..., outputs...), weights owned by the library");
+  cmd->add_flag("--reference", options->reference,
+                "Also write DIR/reference/: random inputs (symbolic dims = 2) and the CPU backend's outputs for them");
   cmd->callback([options] { set_exit_code(run_compile(*options)); });
 }
 

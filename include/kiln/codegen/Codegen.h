@@ -11,6 +11,7 @@
 // and `const char* kiln_last_error(void)`.
 // Generated sources include "kiln/runtime/validate.h" and "kiln/codegen/runtime/kiln_cpu.h" or
 // "kiln_cuda.cuh"; support_files() gives their text, to be written next to the sources.
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,10 @@ struct ModuleOptions {
   std::vector<std::string> other_functions;
   // A line printed at the top (what generated it: command, model).
   std::string banner;
+  // Per function name: indices into its inputs of the tensors the library owns (a model
+  // library's weights and constants, package/ModelLibrary.h). They are not parameters: the entry
+  // point takes them, in this order, from kiln_model_constants() (runtime/kiln_model.h).
+  std::map<std::string, std::vector<int>> library_constants;
 };
 
 // One translation unit holding `funcs` (C++ for Cpu, CUDA C++ for Cuda). UnsupportedError when a
@@ -43,8 +48,9 @@ std::string generate_library_module(Target target, const std::vector<std::string
 // The same with an empty function table (kept for callers written before the table existed).
 std::string generate_last_error_module(Target target);
 
-// The machine-readable signature of `func` (schema: docs/ARCHITECTURE.md).
-std::string signature_json(const LoweredFunc& func, Target target);
+// The machine-readable signature of `func` (schema: docs/ARCHITECTURE.md); `library_constants`
+// as in ModuleOptions.
+std::string signature_json(const LoweredFunc& func, Target target, const std::vector<int>& library_constants = {});
 
 // The C identifier kiln uses for a model-derived name ("conv1/Relu:0" -> "conv1_Relu_0").
 std::string c_identifier(const std::string& name);

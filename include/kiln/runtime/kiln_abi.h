@@ -42,6 +42,7 @@ typedef enum {
   KILN_ERR_LAUNCH = 6,    /* the CUDA launch failed */
   KILN_ERR_WORKSPACE = 7, /* workspace missing or too small */
   KILN_ERR_TYPE = 8,      /* an argument is not a tensor, or an output tensor is read-only */
+  KILN_ERR_WEIGHTS = 9,   /* a model library's weights could not be loaded (runtime/kiln_model.h) */
 } KilnStatus;
 
 /* A dimension of a parameter: a constant (>= 0) or symbol number s, written -(s + 1). */

@@ -1,0 +1,93 @@
+"""Exports the Gemma-2B MLP block (RMSNorm, gate/up 2048->16384, tanh-GELU gate, down 16384->2048,
+residual; fp32) at M=1 with torch.onnx.export (opset 17), writes a random input and PyTorch eager's
+output for it (TF32 off), and times torch.compile(mode="reduce-overhead") of the same block: the
+peer of bench_runtime.cpp's graph replay.
+Usage: export_gemma_mlp.py OUT_DIR          (export, input, eager output, weights in OUT_DIR/block.pt)
+       export_gemma_mlp.py OUT_DIR --time   (time torch.compile of the same block: OUT_DIR/torch.json)"""
+import json
+import pathlib
+import sys
+
+import torch
+
+HIDDEN, INTER = 2048, 16384
+
+
+class GemmaMLPBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.Parameter(1 + 0.1 * torch.randn(HIDDEN))
+        self.gate = torch.nn.Linear(HIDDEN, INTER, bias=False)
+        self.up = torch.nn.Linear(HIDDEN, INTER, bias=False)
+        self.down = torch.nn.Linear(INTER, HIDDEN, bias=False)
+
+    def forward(self, x):
+        xn = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm
+        return x + self.down(torch.nn.functional.gelu(self.gate(xn), approximate="tanh") * self.up(xn))
+
+
+def time_cuda(fn, iters):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / iters  # us
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    model = GemmaMLPBlock().eval()
+    x = torch.randn(1, HIDDEN)
+    if "--time" in sys.argv:
+        model.load_state_dict(torch.load(out / "block.pt"))
+        x = torch.load(out / "x.pt")
+        time_torch(model, x, out)
+        return
+    torch.save(model.state_dict(), out / "block.pt")
+    torch.save(x, out / "x.pt")
+    with torch.no_grad():
+        try:
+            torch.onnx.export(model, (x,), str(out / "gemma_mlp_block.onnx"), opset_version=17, dynamo=False,
+                              input_names=["x"], output_names=["y"])
+        except Exception:  # an exporter without dynamo=False: the default one
+            torch.onnx.export(model, (x,), str(out / "gemma_mlp_block.onnx"), opset_version=17,
+                              input_names=["x"], output_names=["y"])
+        y = model.cuda()(x.cuda())
+        x.numpy().tofile(out / "x.bin")
+        y.cpu().numpy().tofile(out / "y_ref.bin")
+    print("exported", out / "gemma_mlp_block.onnx")
+
+
+def time_torch(model, x, out):
+    with torch.no_grad():
+        model = model.cuda()
+        xc = x.cuda()
+        y = model(xc)
+
+        eager_us = time_cuda(lambda: model(xc), 200)
+        compiled = torch.compile(model, mode="reduce-overhead")
+        for _ in range(5):
+            compiled(xc)
+        torch.cuda.synchronize()
+        err = (compiled(xc) - y).abs().max().item()
+        compiled_us = time_cuda(lambda: compiled(xc), 1000)
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                compiled(xc)
+            torch.cuda.synchronize()
+        kernel_us = sum(e.self_device_time_total for e in prof.key_averages()) / 20
+    result = {"torch": torch.__version__, "eager_us": eager_us, "compiled_reduce_overhead_us": compiled_us,
+              "compiled_kernel_sum_us": kernel_us, "compiled_max_abs_err_vs_eager": err}
+    (out / "torch.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
