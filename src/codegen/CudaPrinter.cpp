@@ -302,19 +302,28 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   const std::string args = compute_args(f, buffers_used(f, op->epilogue));
   line() << "const " << epilogue_name(f, stage) << " epilogue{" << args << "};\n";
   const std::string cuda_stream = "static_cast<cudaStream_t>(stream)";
-  const std::string gemm = "kiln::gemm::gemm<" + t + ", kiln::gemm::TileConfig<" + s(c.bm) + ", " + s(c.bn) + ", " +
-                           s(c.bk) + ", " + s(c.warps_m) + ", " + s(c.warps_n) + ", " + s(c.stages) + ">>(problem, epilogue, " +
-                           (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
-                                                        expr(op->split_k.num_elements()) + ") * 4"
-                                                  : std::string("nullptr, 0")) +
-                           ", " + cuda_stream + ")";
+  const bool dual = op->b.size() == 2;
+  auto gemm = [&](const GemmTile& tile) {
+    return "kiln::gemm::gemm<" + t + ", kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) +
+           ", " + s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " +
+           (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
+                                        expr(op->split_k.num_elements()) + ") * 4"
+                                  : std::string("nullptr, 0")) +
+           ", " + cuda_stream + ")";
+  };
+  // Each path guarded by the bound M, the last one unguarded.
+  std::vector<std::pair<int64_t, std::string>> paths;
   if (c.gemv_max_m > 0) {
-    const std::string gemv = "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
-                             s(c.gemv_warps) + ">>(problem, epilogue, " + cuda_stream + ")";
-    line() << "const cudaError_t launched = problem.m <= " << c.gemv_max_m << " ? " << gemv << " : " << gemm << ";\n";
-  } else {
-    line() << "const cudaError_t launched = " << gemm << ";\n";
+    paths.emplace_back(c.gemv_max_m, "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
+                                         s(c.gemv_warps) + ">>(problem, epilogue, " + cuda_stream + ")");
   }
+  if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
+  paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
+  line() << "const cudaError_t launched =\n";
+  for (size_t p = 0; p + 1 < paths.size(); ++p) {
+    line() << "    problem.m <= " << paths[p].first << " ? " << paths[p].second << " :\n";
+  }
+  line() << "    " << paths.back().second << ";\n";
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
   close_block();
 }

@@ -212,18 +212,25 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
     return as_const_int(simplify(e));
   };
   const auto m = side(c.m_axes), n = side(c.n_axes);
+  // Measured on H100 (bench/gemm/NOTES.md): GemvConfig<16, 16> where N <= 2048 (K is long, so
+  // more warps split it), else <16, 8>; 64x128 tiles with split-K up to M = 256; 128x128x64 above
+  // (128x128x32 over 8 warps for a dual product, whose accumulators double).
   GemmTemplate g;
   g.tf32 = da == DType::Float32;
+  if (n && *n <= 2048) g.gemv_warps = 16;
   if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
-  const bool big = (!m || *m >= 128) && (!n || *n >= 128);
-  if (!big) g.bm = g.bn = 64;
+  if (m && *m > g.mid_max_m) g.mid_max_m = 0;
   auto s = [](int64_t v) { return std::to_string(v); };
-  g.reason = std::string(dtype_name(da)) + (g.tf32 ? " factors in TF32 (allowed by the user)" : " factors") + ": " +
-             (g.gemv_max_m ? "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) +
-                                 " warps per block); otherwise "
-                           : std::string()) +
-             "the tensor-core GEMM (mma.sync), " + s(g.bm) + "x" + s(g.bn) + "x" + s(g.bk) + " tiles, " +
-             s(g.warps_m * g.warps_n) + " warps, " + s(g.stages) + " stages";
+  auto tile = [&](const GemmTile& g_tile) {
+    return s(g_tile.bm) + "x" + s(g_tile.bn) + "x" + s(g_tile.bk) + " tiles (" + s(g_tile.warps_m * g_tile.warps_n) +
+           " warps, " + s(g_tile.stages) + " stages)";
+  };
+  std::string rule;
+  if (g.gemv_max_m) rule += "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) + " warps per block); ";
+  if (g.mid_max_m) rule += "M <= " + s(g.mid_max_m) + ": tensor-core GEMM (mma.sync), " + tile(g.mid_tile) + ", split-K; ";
+  rule += (rule.empty() ? "" : "above: ") + std::string("tensor-core GEMM (mma.sync), ") + tile(g.tile) +
+          " (dual products " + tile(g.dual_tile) + ")";
+  g.reason = std::string(dtype_name(da)) + (g.tf32 ? " factors in TF32 (allowed by the user)" : " factors") + ": " + rule;
   return g;
 }
 

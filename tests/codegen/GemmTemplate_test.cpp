@@ -1,6 +1,6 @@
 // Generated code that instantiates the contraction templates (kernels/gemm/) compiles without
 // warnings for sm_80, sm_90 and sm_110, in every configuration the default schedule picks: the
-// small-M kernel, the tensor-core kernel with 128x128 and 64x64 tiles, one and two B operands,
+// small-M kernel, the tensor-core kernel with its mid-M and large-M tiles, one and two B operands,
 // float16 and bfloat16, and float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace ir;
 
-// A gated MLP over symbolic tokens: gate/up (a dual product, 128x128 tiles), down (64x64 tiles
-// since its output has 64 columns), each behind the small-M kernel for M <= 16.
+// A gated MLP over symbolic tokens: gate/up (a dual product) and down, each with three paths
+// chosen per call from M (small-M kernel, mid-M tiles with split-K, large-M tiles).
 Graph gated_mlp(DType dtype) {
   test::TestGraph t(17, false);
   const int x = t.input("x", dtype, {var("tokens"), Expr(64)});
@@ -52,11 +52,12 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
     funcs.push_back(codegen::lower_kernel(kernels.at(0), codegen::Target::Cuda, &schedule).func);
   }
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
-  for (const char* call : {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 4>>",
-                           "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 2, 3>>",
-                           "kiln::gemm::gemm<__nv_bfloat16, kiln::gemm::TileConfig<64, 64, 32, 2, 2, 3>>",
+  for (const char* call : {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 16>>",
+                           "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 4>>",
+                           "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
+                           "kiln::gemm::gemm<__nv_bfloat16, kiln::gemm::TileConfig<128, 128, 64, 2, 2, 3>>",
                            "static constexpr int kNumB = 2;",
-                           "kiln::gemm::gemm<float, kiln::gemm::TileConfig<128, 128, 32, 2, 2, 3>>"}) {
+                           "kiln::gemm::gemm<float, kiln::gemm::TileConfig<128, 128, 64, 2, 2, 3>>"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
   const fs::path dir = fs::temp_directory_path() / ("kiln_gemm_template_test_" + std::to_string(::getpid()));

@@ -7,15 +7,26 @@
 
 namespace kiln::ir {
 
+// A tensor-core tile: gemm<T, TileConfig<bm, bn, bk, warps_m, warps_n, stages>>.
+struct GemmTile {
+  int64_t bm = 128, bn = 128, bk = 64;
+  int64_t warps_m = 2, warps_n = 2;
+  int64_t stages = 3;
+};
+
 struct GemmTemplate {
   // The small-M kernel (gemv<T, GemvConfig<gemv_max_m, gemv_warps>>) runs when M <= gemv_max_m;
   // 0: never.
   int64_t gemv_max_m = 16;
-  int64_t gemv_warps = 4;
-  // The tensor-core kernel (gemm<T, TileConfig<bm, bn, bk, warps_m, warps_n, stages>>) otherwise.
-  int64_t bm = 128, bn = 128, bk = 32;
-  int64_t warps_m = 2, warps_n = 2;
-  int64_t stages = 3;
+  int64_t gemv_warps = 8;
+  // The tensor-core kernel otherwise: `mid_tile` while M <= mid_max_m (0: never; few output
+  // tiles, so smaller ones and split-K), `tile` above. A dual product (two B operands, twice the
+  // accumulators) uses `dual_mid_tile` / `dual_tile`.
+  int64_t mid_max_m = 256;
+  GemmTile mid_tile{64, 128, 32, 2, 2, 4};
+  GemmTile tile{128, 128, 64, 2, 2, 3};
+  GemmTile dual_mid_tile{64, 128, 32, 2, 2, 4};
+  GemmTile dual_tile{128, 128, 32, 2, 4, 3};
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
   std::string reason;  // why this path and these knobs; printed above the call
