@@ -9,7 +9,7 @@
 // around each launch, L2 flushed (a 256 MB memset) before each, median of the reps.
 //
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel.
-// Usage: gemm_bench [check|small|time|all] [results.md]
+// Usage: gemm_bench [check|small|time|all|profile] [results.md]
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -531,7 +531,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     } else if (s.m <= 51) {
       add_paths(paths, {kTc64x128, kTc128x128});
     } else {
-      add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64});
+      add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc64x128});
     }
     for (Path path : paths) {
       const CheckResult r = check(o, path, Epi::Store, ws, ws_bytes, true);
@@ -553,6 +553,21 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
   }
 }
 
+// Mode "profile": one launch each of the main configurations, for ncu (no checks, no timing).
+static void run_profile() {
+  const Shape shapes[] = {Shape{4096, 4096, 4096}, Shape{16, 2048, 16384}};
+  for (const Shape& s : shapes) {
+    Operands o;
+    o.make(s, 1);
+    T* out;
+    CHECK_CUDA(cudaMalloc(&out, size_t(s.m * s.n) * sizeof(T)));
+    CHECK_CUDA(run_path(s.m > 16 ? kTc128x128 : kGemv16, o.p, StoreEpilogue{out, s.m, s.n}, nullptr, 0, 0));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaFree(out));
+    o.release();
+  }
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   if (argc > 2) g_results = fopen(argv[2], "a");
@@ -560,6 +575,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDevice(&dev));
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   g_small_only = mode == "small";
+  if (mode == "profile") run_profile();
   if (mode == "check" || mode == "small" || mode == "all") run_checks();
   if (mode == "time" || mode == "all") {
     cublasHandle_t handle;

@@ -2,7 +2,7 @@
 # Builds the contraction-template harness (one binary per dtype, compiled in parallel), checks
 # every configuration on edge shapes, then checks and times the Linear/MatMul shapes against
 # cuBLAS and the read ceiling, appending everything to one results file.
-#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_WERROR=1
+#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_PROFILE=1, GEMM_WERROR=1
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../results/gemm_$(date -u +%F).md}
@@ -32,5 +32,11 @@ if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
     echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs)" | tee -a "$out"
     timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" small 2>&1 | tail -5 | tee -a "$out"
   done
+fi
+if [ "${GEMM_PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
+  echo "## ncu (fp16: gemm<128,128,32,2,2,4> at 4096^3, gemv<16,16> at 16x2048x16384)" | tee -a "$out"
+  timeout 120 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --kernel-name regex:'tensorcore_gemm|gemv_k' "$build/gemm_bench_0" profile 2>&1 | grep -v "^==PROF==" | tail -120 > "$build/ncu.txt"
+  sed 's/^/    /' "$build/ncu.txt" | tee -a "$out" > /dev/null
 fi
 exit $status

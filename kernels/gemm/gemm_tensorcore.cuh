@@ -8,7 +8,8 @@
 // accumulators per B operand. K advances by BK: the A tile and the B tile(s) of a k-step are
 // copied global -> shared by cp.async, 16 bytes per copy, STAGES deep (STAGES-1 steps in flight
 // while one is computed); copies that cross M, N or K are zero-filled (cp.async src-size), so
-// edge tiles need no other branch. Shared tiles keep the global layout (a row per m/n when k is
+// edge tiles need no other branch. Each thread's copy addresses are set up once (TileLoader):
+// the first version recomputed them per k-step in 64-bit arithmetic and was issue-bound. Shared tiles keep the global layout (a row per m/n when k is
 // contiguous, a row per k when m/n is) padded by 16 bytes per row: the 8 rows one ldmatrix phase
 // reads then start in 8 different 16-byte bank groups (no conflicts, no swizzle arithmetic).
 // Fragments come from ldmatrix.x4, .trans where the operand's k is not contiguous.
@@ -35,24 +36,55 @@ struct TcLayout {
   static constexpr size_t kSmemBytes = size_t(Config::STAGES) * kStageElems * sizeof(T);
 };
 
-// Copies a tile of kRows x kCols elements (global rows row0.., contiguous columns col0..) into
-// shared rows of kLd elements; rows >= row_limit and columns >= col_limit read as zero.
-template <typename T, int kRows, int kCols, int kLd, int kThreads>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t row_stride, int64_t row0, int64_t row_limit,
-                                          int64_t col0, int64_t col_limit) {
-  constexpr int kChunksPerRow = kCols / 8, kChunks = kRows * kChunksPerRow;
-#pragma unroll
-  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
-    const int idx = int(threadIdx.x) + i * kThreads;
-    if (kChunks % kThreads != 0 && idx >= kChunks) break;
-    const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
-    const int64_t gr = row0 + r, gc = col0 + 8 * c;
-    int64_t bytes = gr < row_limit ? (col_limit - gc) * int64_t(sizeof(T)) : 0;
-    bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
-    const T* from = bytes > 0 ? src + gr * row_stride + gc : src;
-    cp_async16(dst + r * kLd + 8 * c, from, int(bytes));
+// The cp.async copies of one operand's tiles, one k-step after another: kRows x kCols elements
+// of global rows (the strided axis) and contiguous columns, into shared rows of kLd elements.
+// Thread `tid` copies column chunk tid % (kCols / 8) of rows tid / (kCols / 8) + i * kRowsPerPass;
+// its pointer, strides and remaining extents are set up once, so that a k-step costs a few
+// instructions per 16-byte copy. Rows past the row extent and columns past the column extent
+// are zero-filled (src-size), so edge tiles need no other branch. kKAlongCols: k is the column
+// axis (k contiguous), else the row axis.
+template <typename T, int kRows, int kCols, int kLd, int kThreads, bool kKAlongCols>
+struct TileLoader {
+  static constexpr int kChunksPerRow = kCols / 8, kRowsPerPass = kThreads / kChunksPerRow;
+  static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0, "TileConfig: the CTA's threads must cover whole rows of 16-byte chunks of a tile");
+  const T* ptr;          // this thread's first chunk at the next k-step
+  int64_t pass_stride;   // elements between a thread's rows
+  int64_t step_stride;   // elements between k-steps
+  int64_t row_rem;       // rows of the extent left from this thread's first row (at the next k-step)
+  int64_t col_rem;       // columns of the extent left from this thread's chunk (at the next k-step)
+  int dst;               // this thread's first chunk in the shared tile
+
+  TileLoader() = default;
+  __device__ __forceinline__ TileLoader(const T* src, int64_t row_stride, int64_t row0, int64_t row_limit, int64_t col0,
+                                        int64_t col_limit) {
+    const int row = int(threadIdx.x) / kChunksPerRow, col = 8 * (int(threadIdx.x) % kChunksPerRow);
+    ptr = src + (row0 + row) * row_stride + col0 + col;
+    pass_stride = row_stride * kRowsPerPass;
+    step_stride = kKAlongCols ? int64_t(kCols) : row_stride * kRows;
+    row_rem = row_limit - row0 - row;
+    col_rem = col_limit - col0 - col;
+    dst = row * kLd + col;
   }
-}
+
+  __device__ __forceinline__ void issue(T* tile) {
+    const int rows_ok = row_rem <= 0 ? 0 : row_rem >= int64_t(kPasses) * kRowsPerPass ? kPasses : int((row_rem + kRowsPerPass - 1) / kRowsPerPass);
+    const int bytes = col_rem <= 0 ? 0 : col_rem >= 8 ? 16 : int(col_rem) * int(sizeof(T));
+    const int row = dst / kLd;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      if (kRows % kRowsPerPass != 0 && row + i * kRowsPerPass >= kRows) break;
+      // A zero src-size reads nothing: the pointer may lie past the extent.
+      cp_async16(tile + dst + i * kRowsPerPass * kLd, ptr + i * pass_stride, i < rows_ok ? bytes : 0);
+    }
+    ptr += step_stride;
+    if (kKAlongCols) {
+      col_rem -= kCols;
+    } else {
+      row_rem -= kRows;
+    }
+  }
+};
 
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
 __global__ void __launch_bounds__(Config::kThreads)
@@ -68,7 +100,13 @@ __global__ void __launch_bounds__(Config::kThreads)
   T* smem = reinterpret_cast<T*>(tc_smem);
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int wm0 = (warp % Config::WARPS_M) * WM, wn0 = (warp / Config::WARPS_M) * WN;
-  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
+  // Grouped rasterization: consecutive CTAs walk kGroupM m-tiles down one n-column before the
+  // next column, so that the CTAs resident at once share their B tiles in L2.
+  constexpr int64_t kGroupM = 8;
+  const int64_t linear = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, per_group = kGroupM * gridDim.x;
+  const int64_t first_m = linear / per_group * kGroupM;
+  const int64_t group_m = gridDim.y - first_m < kGroupM ? gridDim.y - first_m : kGroupM;
+  const int64_t m0 = (first_m + linear % per_group % group_m) * BM, n0 = (linear % per_group / group_m) * BN;
   const int64_t b = blockIdx.z / splits;
   const int split = int(blockIdx.z % splits);
 
@@ -82,23 +120,21 @@ __global__ void __launch_bounds__(Config::kThreads)
   const int64_t step_end = step0 + k_steps_per_split < k_steps ? step0 + k_steps_per_split : k_steps;
   const int steps = int(step_end - step0);
 
-  auto issue_stage = [&](int stage, int64_t step) {
+  const int64_t k_first = step0 * BK;
+  TileLoader<T, L::kARows, kAk ? BK : BM, L::kALd, kThreads, kAk> a_load =
+      kAk ? TileLoader<T, L::kARows, kAk ? BK : BM, L::kALd, kThreads, kAk>(a_ptr, p.a.stride_mn, m0, p.m, k_first, p.k)
+          : TileLoader<T, L::kARows, kAk ? BK : BM, L::kALd, kThreads, kAk>(a_ptr, p.a.stride_k, k_first, p.k, m0, p.m);
+  using BLoader = TileLoader<T, L::kBRows, kBk ? BK : BN, L::kBLd, kThreads, kBk>;
+  BLoader b_load[NB] = {kBk ? BLoader(b_ptr[0], p.b[0].stride_mn, n0, p.n, k_first, p.k) : BLoader(b_ptr[0], p.b[0].stride_k, k_first, p.k, n0, p.n)};
+  if constexpr (NB == 2)
+    b_load[NB - 1] = kBk ? BLoader(b_ptr[NB - 1], p.b[NB - 1].stride_mn, n0, p.n, k_first, p.k)
+                         : BLoader(b_ptr[NB - 1], p.b[NB - 1].stride_k, k_first, p.k, n0, p.n);
+  // Copies the next k-step (the loaders advance by one step per call) into shared stage `stage`.
+  auto issue_stage = [&](int stage) {
     T* st = smem + stage * L::kStageElems;
-    const int64_t k0 = step * BK;
-    if constexpr (kAk) {
-      load_tile<T, BM, BK, L::kALd, kThreads>(st, a_ptr, p.a.stride_mn, m0, p.m, k0, p.k);
-    } else {
-      load_tile<T, BK, BM, L::kALd, kThreads>(st, a_ptr, p.a.stride_k, k0, p.k, m0, p.m);
-    }
+    a_load.issue(st);
 #pragma unroll
-    for (int j = 0; j < NB; ++j) {
-      T* bt = st + L::kAElems + j * L::kBElems;
-      if constexpr (kBk) {
-        load_tile<T, BN, BK, L::kBLd, kThreads>(bt, b_ptr[j], p.b[j].stride_mn, n0, p.n, k0, p.k);
-      } else {
-        load_tile<T, BK, BN, L::kBLd, kThreads>(bt, b_ptr[j], p.b[j].stride_k, k0, p.k, n0, p.n);
-      }
-    }
+    for (int j = 0; j < NB; ++j) b_load[j].issue(st + L::kAElems + j * L::kBElems);
   };
 
   float acc[NB][MT][NT][4];
@@ -111,7 +147,7 @@ __global__ void __launch_bounds__(Config::kThreads)
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) issue_stage(s, step0 + s);
+    if (s < steps) issue_stage(s);
     cp_async_commit();
   }
 
@@ -120,7 +156,7 @@ __global__ void __launch_bounds__(Config::kThreads)
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (s + STAGES - 1 < steps) issue_stage((s + STAGES - 1) % STAGES, step0 + s + STAGES - 1);
+    if (s + STAGES - 1 < steps) issue_stage((s + STAGES - 1) % STAGES);
     cp_async_commit();
 
     const T* st = smem + (s % STAGES) * L::kStageElems;

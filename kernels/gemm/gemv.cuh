@@ -133,7 +133,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
 
   const int64_t steps = (p.k + 31) / 32;
   for (int64_t s0 = warp; s0 < steps; s0 += int64_t(WARPS) * kGemvUnroll) {
-    uint4 w[kGemvUnroll][NB][2];
+    // All loads of kGemvUnroll steps (B and the A rows) first, then the mmas.
+    uint4 w[kGemvUnroll][NB][2], xs[kGemvUnroll][JT];
     int64_t valid[kGemvUnroll];
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
@@ -143,15 +144,16 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
       for (int j = 0; j < NB; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) w[u][j][h] = load8<T, true>(w_row[j][h] + k, valid[u]);
+#pragma unroll
+      for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false>(x_row[jj] + k, jj < jt ? valid[u] : 0);
     }
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
       if (valid[u] <= -8 * t) break;  // this step is past K for the whole warp
-      const int64_t k = (s0 + int64_t(u) * WARPS) * 32 + 8 * t;
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) {
         if (jj >= jt) break;
-        const uint4 x = load8<T, false>(x_row[jj] + k, valid[u]);
+        const uint4 x = xs[u][jj];
 #pragma unroll
         for (int j = 0; j < NB; ++j) {
           float c[4] = {acc[j][4 * jj], acc[j][4 * jj + 1], acc[j][4 * jj + 2], acc[j][4 * jj + 3]};
@@ -221,16 +223,21 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
           w[u][j][h] = load8<T, true>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
         }
     }
+    uint32_t xs[kGemvUnroll][JT][2];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t k0 = (s0 + int64_t(u) * WARPS) * 16;
+#pragma unroll
+      for (int jj = 0; jj < JT; ++jj) {
+        xs[u][jj][0] = load2(x_row[jj] + k0 + 2 * t, jj < jt ? p.k - (k0 + 2 * t) : 0);
+        xs[u][jj][1] = load2(x_row[jj] + k0 + 8 + 2 * t, jj < jt ? p.k - (k0 + 8 + 2 * t) : 0);
+      }
+    }
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
       const int64_t k0 = (s0 + int64_t(u) * WARPS) * 16;
       if (k0 >= p.k) break;
-      uint32_t x[JT][2];
-#pragma unroll
-      for (int jj = 0; jj < JT; ++jj) {
-        x[jj][0] = load2(x_row[jj] + k0 + 2 * t, p.k - (k0 + 2 * t));
-        x[jj][1] = load2(x_row[jj] + k0 + 8 + 2 * t, p.k - (k0 + 8 + 2 * t));
-      }
+      const uint32_t(&x)[JT][2] = xs[u];
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
         uint32_t f[2][4];  // [k half][word]
