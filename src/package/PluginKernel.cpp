@@ -56,7 +56,8 @@ class ShapeProgram {
 
 }  // namespace
 
-LoweredFunc lower_plugin_subgraph(const Graph& sub, const std::string& function_name) {
+LoweredFunc lower_plugin_subgraph(const Graph& sub, const std::string& function_name, const PluginOptions* options,
+                                  std::string* note) {
   ops::GraphTensors built = ops::build_graph_tensors(sub);
   std::vector<te::Tensor> inputs, outputs;
   for (size_t i = 0; i < sub.inputs.size(); ++i) inputs.push_back(built.placeholders[i]);
@@ -64,7 +65,15 @@ LoweredFunc lower_plugin_subgraph(const Graph& sub, const std::string& function_
     KILN_ASSERT(built.tensors[v].defined(), "output {} not built", sub.values[v].name);
     outputs.push_back(built.tensors[v]);
   }
-  LoweredFunc func = lower(function_name, inputs, outputs, default_gpu_schedule(inputs, outputs));
+  std::optional<Schedule> tuned;
+  if (options && options->schedule_for) {
+    codegen::KernelDefinition kernel;
+    kernel.name = function_name, kernel.inputs = inputs, kernel.outputs = outputs;
+    std::string why;
+    tuned = options->schedule_for(kernel, why);
+    if (note) *note = why;
+  }
+  LoweredFunc func = lower(function_name, inputs, outputs, tuned ? *tuned : default_gpu_schedule(inputs, outputs));
   std::string nodes;
   for (const Node& n : sub.nodes) nodes += (nodes.empty() ? "" : ", ") + n.name + " (" + n.op_type + ")";
   func.comment = "kiln plugins: " + nodes;

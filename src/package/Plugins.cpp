@@ -120,7 +120,9 @@ PluginKernels generate_kernels(const Graph& graph, const onnx::ModelProto& model
     try {
       const Graph sub = dtype == DType::Float32 ? k.fp32_graph
                                                 : import_model(subgraph_model(plugin_subgraph(graph, model, group, dtype), model), "");
-      k.lowered.push_back(lower_plugin_subgraph(sub, fn));
+      std::string note;
+      k.lowered.push_back(lower_plugin_subgraph(sub, fn, &options, &note));
+      if (!note.empty()) k.schedule_notes.push_back(note);
     } catch (const UserError& e) {
       throw UserError("plugin " + group.name + " (" + replaced + "): cannot generate the " + std::string(dtype_name(dtype)) +
                       " kernel: " + e.what() + " (choose other --dtypes)");
@@ -319,6 +321,11 @@ std::string report_markdown(const PluginsResult& r, const std::string& model, co
          join(p.outputs) + " | " + join(p.dtypes) + " | " + join(fields, "; ") + " | " +
          (p.library.empty() ? std::string("-") : "`" + fs::relative(p.library, r.out_dir).string() + "`") + " |\n";
   }
+  std::string notes;
+  for (const PluginSummary& p : r.plugins) {
+    for (const std::string& n : p.schedule_notes) notes += "- " + n + "\n";
+  }
+  if (!notes.empty()) s += "\nSchedules (--records):\n\n" + notes;
   s += "\nKernel timings against PyTorch eager: not measured here (bench/plugins/bench_plugins.py DIR, on a GPU, "
        "adds them to this report).\n";
   return s;
@@ -448,6 +455,7 @@ PluginsResult make_plugins(const std::string& model_path, const std::string& out
       for (DType d : g.kernels.float_types) s.dtypes.push_back(short_dtype(d));
       if (result.built) s.library = (final_dir / "build" / g.group.name / ("lib" + g.group.name + ".so")).string();
       s.functions = g.kernels.functions;
+      s.schedule_notes = g.kernels.schedule_notes;
       s.kernel_sources = {g.group.name + "/" + g.group.name + "_kernels.cu", g.group.name + "/" + g.group.name + "_kernel_library.cu"};
       result.plugins.push_back(std::move(s));
     }

@@ -7,6 +7,7 @@
 #include "Commands.h"
 #include "kiln/package/Plugins.h"
 #include "kiln/support/Error.h"
+#include "kiln/tune/Apply.h"
 
 namespace kiln::cli {
 
@@ -27,6 +28,7 @@ std::vector<std::string> split_list(const std::string& s) {
 struct PluginsArgs {
   std::string model, out, nodes, op_types, target = "sm_90", dtypes = "fp32,fp16,bf16";
   std::string plugin_namespace, prefix = "kiln_", tensorrt_root, nvcc;
+  std::string records;      // --records: tuning records (kiln tune -o)
   std::string bench_sizes;  // --bench: symbol values for the timing run, e.g. batch=32,seq=1024
   bool fuse = false, no_build = false;
   int jobs = 2;
@@ -64,6 +66,19 @@ int run_plugins(const PluginsArgs& a) {
   o.nvcc = a.nvcc;
   o.build_jobs = a.jobs;
   o.progress = [](const std::string& line) { std::cout << line << std::endl; };
+  // Tuning records: a tuned schedule per kernel where one matches (shapes must be concrete).
+  auto records = std::make_shared<tune::Database>();
+  const std::string records_path = a.records.empty() ? tune::default_records_path() : a.records;
+  if (!a.records.empty() && !std::filesystem::exists(a.records)) throw UserError("--records " + a.records + ": no such file or folder");
+  if (!records_path.empty()) records->load(records_path);
+  if (!records->records().empty()) {
+    const std::string arch = "sm_" + std::to_string(o.archs.at(0));
+    o.schedule_for = [records, arch](const codegen::KernelDefinition& k, std::string& note) {
+      tune::ChosenSchedule c = tune::choose_schedule(*records, k, codegen::Target::Cuda, arch);
+      note = c.note;
+      return c.schedule;
+    };
+  }
   const package::PluginsResult r = package::make_plugins(a.model, a.out, o);
   std::cout << r.plugins.size() << " plugin(s) in " << r.out_dir << "\n  rewritten model: " << r.rewritten_model
             << "\n  combined library: " << (r.built ? r.combined_library : std::string("not built (--no-build)"))
@@ -92,6 +107,9 @@ void register_plugins(CLI::App& app) {
   cmd->add_option("--nvcc", a->nvcc, "nvcc to build with (default: $CUDACXX, PATH, /usr/local/cuda/bin/nvcc)");
   cmd->add_flag("--no-build", a->no_build, "Only write the sources; do not build the libraries");
   cmd->add_option("-j,--jobs", a->jobs, "Parallel build jobs")->capture_default_str();
+  cmd->add_option("--records", a->records,
+                  "Tuning records (kiln tune -o) or a folder of them; default: $KILN_RECORDS or ~/.cache/kiln/records "
+                  "when it exists. The report says which kernels got a tuned schedule");
   cmd->add_option("--bench", a->bench_sizes,
                   "On a GPU: time each plugin's kernel against PyTorch eager at these symbol values\n"
                   "(e.g. batch=32,seq=1024) and write the times into report.md/report.json");

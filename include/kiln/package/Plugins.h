@@ -9,8 +9,11 @@
 // on kiln's CPU backend), and report.md / report.json. Everything is written to a temporary
 // folder beside the output and renamed into place only when complete.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "kiln/codegen/GraphFunctions.h"
 
 #include "kiln/ir/Type.h"
 
@@ -33,6 +36,9 @@ struct PluginOptions {
   // Values of the symbolic dims for test data ({} = 2, 3, 4, ... in order of appearance).
   std::vector<std::pair<std::string, int64_t>> test_symbols;
   std::function<void(const std::string&)> progress;  // one line per step; may be empty
+  // A tuned schedule for a kernel (kiln plugins --records: tune/Apply.h), or none for the default;
+  // `note` says which, for the report. Empty: default schedules.
+  std::function<std::optional<Schedule>(const codegen::KernelDefinition&, std::string& note)> schedule_for;
 };
 
 struct PluginSummary {
@@ -47,6 +53,7 @@ struct PluginSummary {
   // <plugin>/common/include), loadable by kiln.load and tvm_ffi.load_module: for benchmarks.
   std::vector<std::string> functions;
   std::vector<std::string> kernel_sources;  // relative to the output folder
+  std::vector<std::string> schedule_notes;  // per function: tuned or default schedule (schedule_for)
 };
 
 struct PluginsResult {
