@@ -145,7 +145,7 @@ def main():
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True}
     gemm_ok = {"1": True, "2": True}
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
@@ -168,7 +168,7 @@ def main():
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
                     # M <= 16: every GEMV variant; M > 16: both GEMM variants (fresh x for each)
-                    for variant in (["1", "2", "3", "4", "5", "6", "7"] if m <= 16 else ["g1", "g2"]):
+                    for variant in (["1", "2", "3", "4", "5", "6", "7", "8"] if m <= 16 else ["g1", "g2"]):
                         if m <= 16:
                             os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                         else:
@@ -216,8 +216,8 @@ def main():
         del w
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
-    # kiln columns: variant 7 where it passed (M = 1; it runs variant 5 at M > 1), else the library default 5
-    default_variant = next(v for v in ["7", "5", "4", "1", "3", "2"] if variant_ok[v])
+    # kiln columns: variant 8 where it passed (M = 1; it runs variant 5 at M > 1), else 7, else the library default 5
+    default_variant = next(v for v in ["8", "7", "5", "4", "1", "3", "2"] if variant_ok[v])
     os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
     if not all(variant_ok.values()) and variant_ok[default_variant]:
         # a failing variant fails its shapes above; time the rest with a variant that passed
@@ -232,7 +232,7 @@ def main():
     log(f"- GEMM variants (M > 16) passed: {[v for v, g in gemm_ok.items() if g]}; kiln columns use GEMM variant 1 (the library default)")
 
     # variant 4 launches as a programmatic dependent launch; check that a graph captures it
-    if default_variant in ("4", "5", "6", "7"):
+    if default_variant in ("4", "5", "6", "7", "8"):
         x = torch.randn(1, 2048, device=dev).to(torch.bfloat16)
         kw = kq.KernelWeight(quantize(weights(256, 2048, 6), "nvfp4"))
         y = torch.empty(1, 256, device=dev, dtype=torch.bfloat16)
@@ -288,9 +288,9 @@ def main():
     log("")
     log(f"Streaming read of 2 GiB: {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s). %ceil = the read kernel's time for the same")
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
-    log(f"kiln columns: GEMV variant {default_variant} (variant 7 runs at M = 1 only; variant 5 at 2 <= M <= 16), GEMM variant 1.")
+    log(f"kiln columns: GEMV variant {default_variant} (variants 7 and 8 run at M = 1 only; variant 5 at 2 <= M <= 16), GEMM variant 1.")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 6 / 7 µs (M ≤ 16), GEMM variant 2 µs (M = 51) |")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 µs (M ≤ 16), GEMM variant 2 µs (M = 51) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -354,7 +354,7 @@ def main():
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant in ["5", "6", "7"]:
+                for variant in ["5", "7", "8"]:
                     if not variant_ok[variant]:
                         tv.append("fail")
                         continue
@@ -384,7 +384,7 @@ def main():
     log("")
     for (n, k) in SHAPES[:2]:
         c = ceil.get(("nvfp4", n, k))
-        for v in ["5", "7"]:
+        for v in ["5", "7", "8"]:
             t1, t4, t16 = (gemv_times.get((v, n, k, mm)) for mm in (1, 4, 16))
             if c and t1:
                 log(f"- {n}×{k} variant {v}: M=1 {100 * c / t1:.0f}% of the ceiling (goal >= 80%)"
@@ -395,7 +395,7 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 5 / 6 / 7 (M = 1) or GEMM variant 2 (M = 51) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 5 / 7 / 8 (M = 1) or GEMM variant 2 (M = 51) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
@@ -435,7 +435,7 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in (["5", "6", "7"] if m <= 16 else ["g2"]):
+                for variant in (["5", "7", "8"] if m <= 16 else ["g2"]):
                     if not (variant_ok[variant] if variant != "g2" else gemm_ok["2"]):
                         tv.append("fail")
                         continue
@@ -447,7 +447,7 @@ def main():
                              for j in range(layers)]
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("6", "7", "g2"):
+                    if variant in ("7", "8", "g2"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"

@@ -1,4 +1,4 @@
-"""ncu target for the quant benchmark (run.sh): one call of GEMV variants 5 and 7 (nvfp4, bf16,
+"""ncu target for the quant benchmark (run.sh): one call of GEMV variants 5, 7 and 8 (nvfp4, bf16,
 M = 1) on the two Gemma shapes, each checked against the fp64 reference first, so that ncu's
 instruction counts and stall reasons describe correct kernels. Prints instructions per weight
 from ncu's CSV when given --report (run.sh calls it twice: under ncu, then to summarise)."""
@@ -12,7 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 SHAPES = [(16384, 2048), (2048, 16384)]
-VARIANTS = ["5", "7"]
+VARIANTS = ["5", "7", "8"]
 
 
 def run(lib_path):

@@ -64,12 +64,8 @@ __device__ __forceinline__ uint32_t decode_pair_f16(uint32_t w, int p) {
 // The lane's 32 activations of token `tok` at k0 as 16 fp16 pairs times 2^s, and 2^-s's
 // exponent (returned as s). E2M1 target: max in [2^14, 2^15); INT4: [2^8, 2^9).
 template <typename T, Format F>
-__device__ __forceinline__ int load_x_f16(const LinearParams& p, int tok, int k0, uint32_t (&xh)[16], float* xsum) {
+__device__ __forceinline__ int convert_x_f16(const uint4 (&raw)[4], uint32_t (&xh)[16], float* xsum) {
   constexpr bool BF16 = IsBf16<T>::value;
-  const T* src = static_cast<const T*>(p.x) + size_t(tok) * p.k + k0;
-  uint4 raw[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) raw[i] = load_cached16(src + 8 * i);
   // Two passes over the raw words (no 32 live floats): the max, then the scaled conversion.
   auto lo = [](uint32_t v) { return BF16 ? __uint_as_float(v << 16) : half_lo(v); };
   auto hi = [](uint32_t v) { return BF16 ? __uint_as_float(v & 0xffff0000u) : half_hi(v); };
@@ -95,6 +91,15 @@ __device__ __forceinline__ int load_x_f16(const LinearParams& p, int tok, int k0
   }
   *xsum = sum;
   return s;
+}
+
+template <typename T, Format F>
+__device__ __forceinline__ int load_x_f16(const LinearParams& p, int tok, int k0, uint32_t (&xh)[16], float* xsum) {
+  const T* src = static_cast<const T*>(p.x) + size_t(tok) * p.k + k0;
+  uint4 raw[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) raw[i] = load_cached16(src + 8 * i);
+  return convert_x_f16<T, F>(raw, xh, xsum);
 }
 
 template <Format F, typename T>
@@ -164,33 +169,11 @@ __host__ __device__ constexpr int gemv7_shift() {
   return F == Format::NvFp4 ? 14 + 8 : F == Format::MxFp4 ? 14 : 0;  // decode 2^-14, E4M3-as-fp16 2^-8
 }
 
-template <Format F, typename T, int CPW>
-__global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv7_kernel(LinearParams p) {
-  __shared__ float red[kGemv7MaxWarps][kGemv7Rows];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int row0 = blockIdx.x * kGemv7Rows;
-  // The warp's CPW chunks: warp, warp + warps. All their weight and scale loads go out first.
-  Gemv7Unit<F, T> u[CPW][kGemv7Rows];
-#pragma unroll
-  for (int j = 0; j < CPW; ++j)
-#pragma unroll
-    for (int r = 0; r < kGemv7Rows; ++r) u[j][r] = load_unit<F, T>(p, row0 + r, (warp + j * warps) * kGemv7Chunk + 32 * lane);
-  grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
-  grid_launch_dependents();  // the next kernel may start and request its weights
-  float acc[kGemv7Rows];
-#pragma unroll
-  for (int j = 0; j < CPW; ++j) {
-    uint32_t xh[16];
-    float xsum = 0.0f;
-    const int s = load_x_f16<T, F>(p, 0, (warp + j * warps) * kGemv7Chunk + 32 * lane, xh, &xsum);
-    const float f = pow2(gemv7_shift<F>() - s);
-#pragma unroll
-    for (int r = 0; r < kGemv7Rows; ++r) {
-      const float d = unit_dot<F, T>(u[j][r], xh, xsum);
-      acc[r] = j == 0 ? d * f : fmaf(d, f, acc[r]);
-    }
-  }
-
+// The end of variants 7 and 8: lane sums of the 16 rows -> butterfly over the lanes -> warps'
+// sums in shared memory -> tensor scale, bias or gated activation in fp32 -> y.
+template <Format F, typename T>
+__device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&acc)[kGemv7Rows], float (&red)[kGemv7MaxWarps][kGemv7Rows],
+                                               int lane, int warp, int warps, int row0) {
   // Butterfly: after it lane l holds the warp's sum of row (l >> 1) & 15... see below.
   // Step offset 16 halves the 16 values each lane keeps to 8, offset 8 to 4, 4 to 2, 2 to 1;
   // offset 1 completes the sum. Lane l ends with row r = bits 4,3,2,1 of l mapped below.
@@ -244,6 +227,36 @@ __global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv
       static_cast<T*>(p.y)[row0 + r] = from_float<T>(v);
     }
   }
+}
+
+template <Format F, typename T, int CPW>
+__global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv7_kernel(LinearParams p) {
+  __shared__ float red[kGemv7MaxWarps][kGemv7Rows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int row0 = blockIdx.x * kGemv7Rows;
+  // The warp's CPW chunks: warp, warp + warps. All their weight and scale loads go out first.
+  Gemv7Unit<F, T> u[CPW][kGemv7Rows];
+#pragma unroll
+  for (int j = 0; j < CPW; ++j)
+#pragma unroll
+    for (int r = 0; r < kGemv7Rows; ++r) u[j][r] = load_unit<F, T>(p, row0 + r, (warp + j * warps) * kGemv7Chunk + 32 * lane);
+  grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
+  grid_launch_dependents();  // the next kernel may start and request its weights
+  float acc[kGemv7Rows];
+#pragma unroll
+  for (int j = 0; j < CPW; ++j) {
+    uint32_t xh[16];
+    float xsum = 0.0f;
+    const int s = load_x_f16<T, F>(p, 0, (warp + j * warps) * kGemv7Chunk + 32 * lane, xh, &xsum);
+    const float f = pow2(gemv7_shift<F>() - s);
+#pragma unroll
+    for (int r = 0; r < kGemv7Rows; ++r) {
+      const float d = unit_dot<F, T>(u[j][r], xh, xsum);
+      acc[r] = j == 0 ? d * f : fmaf(d, f, acc[r]);
+    }
+  }
+
+  gemv7_epilogue<F, T>(p, acc, red, lane, warp, warps, row0);
 }
 
 template <Format F, typename T>
