@@ -171,8 +171,8 @@ __host__ __device__ constexpr int gemv7_shift() {
 
 // The end of variants 7 and 8: lane sums of the 16 rows -> butterfly over the lanes -> warps'
 // sums in shared memory -> tensor scale, bias or gated activation in fp32 -> y.
-template <Format F, typename T>
-__device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&acc)[kGemv7Rows], float (&red)[kGemv7MaxWarps][kGemv7Rows],
+template <Format F, typename T, int kMaxW>
+__device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&acc)[kGemv7Rows], float (&red)[kMaxW][kGemv7Rows],
                                                int lane, int warp, int warps, int row0) {
   // Butterfly: after it lane l holds the warp's sum of row (l >> 1) & 15... see below.
   // Step offset 16 halves the 16 values each lane keeps to 8, offset 8 to 4, 4 to 2, 2 to 1;
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv
     }
   }
 
-  gemv7_epilogue<F, T>(p, acc, red, lane, warp, warps, row0);
+  gemv7_epilogue<F, T, kGemv7MaxWarps>(p, acc, red, lane, warp, warps, row0);
 }
 
 template <Format F, typename T>
