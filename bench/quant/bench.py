@@ -2,6 +2,7 @@
 import argparse
 import ctypes as C
 import datetime
+import math
 import os
 import subprocess
 import sys
@@ -214,6 +215,25 @@ def main():
                     if e >= BOUND[dt]:
                         log(f"- FAIL w4_linear_bias_{fmt}_bf16 n={n} k={k} m={m}: {e:.3e}")
         del w
+    # Activations far from 1 (the half2 variants prescale x per lane by a power of two): x·2^118
+    # (outputs near bf16's limit; run 3's chain overflowed there before the clamp fix) and x·2^-60.
+    w = weights(256, 2048, 77)
+    for fmt in FMTS:
+        q = quantize(w, fmt)
+        kw, wd = kq.KernelWeight(q), q.dequant().double()
+        for scale in (2.0 ** 118, 2.0 ** -60):
+            for variant in ["5", "7", "8"]:
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                x = (torch.randn(1, 2048, device=dev) * scale).to(torch.bfloat16)
+                y = torch.full((1, 256), float("nan"), device=dev, dtype=torch.bfloat16)
+                kq.Call(lib, f"w4_linear_{fmt}_bf16", [x] + kw.args() + [y], ws)()
+                torch.cuda.synchronize()
+                e = rel_err(y, x.double() @ wd.T)
+                if not e < BOUND[torch.bfloat16]:
+                    variant_ok[variant] = False
+                    log(f"- FAIL GEMV variant {variant}: {fmt} x scaled by 2^{int(math.log2(scale))}: rel err {e:.3e}")
+    os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
+    log("- activations scaled by 2^118 and 2^-60 (M = 1, 256×2048, all formats): checked for GEMV variants 5, 7, 8")
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
     # kiln columns: variant 8 where it passed (M = 1; it runs variant 5 at M > 1), else 7, else the library default 5

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
     uint32_t xh[16];
     float xsum = 0.0f;
     const int s = convert_x_f16<T, F>(xraw[j], xh, &xsum);
-    const float f = pow2(gemv7_shift<F>() - s);
+    const float f = pow2(-s);  // 2^gemv7_shift is applied in the epilogue
     const uint8_t* chunk = mine + j * Gemv8Layout::kChunkBytes;
 #pragma unroll
     for (int g = 0; g < 4; ++g) {

@@ -79,7 +79,10 @@ __device__ __forceinline__ int convert_x_f16(const uint4 (&raw)[4], uint32_t (&x
   constexpr int kTop = F == Format::Int4 ? 8 : 14;
   const int e = int((__float_as_uint(amax) >> 23) & 0xffu);
   int s = kTop + 127 - e;
-  s = s > 120 ? 120 : s < -100 ? -100 : s;
+  // 2^s and the lane factor 2^-s stay normal fp32 for s in [-126, 120]; the format's constant
+  // 2^gemv7_shift is applied after the reduction (run 3: with it folded into the lane factor,
+  // s was clamped at -100 and |x| >= 2^116 overflowed the fp16 conversion).
+  s = s > 120 ? 120 : s < -126 ? -126 : s;
   const float mul = __uint_as_float(uint32_t(127 + s) << 23);
   float sum = 0.0f;
 #pragma unroll
@@ -217,7 +220,7 @@ __device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&ac
     for (int w = 0; w < warps; ++w) v += red[w][r];
     float scale2 = 1.0f;
     if constexpr (F == Format::NvFp4) scale2 = p.scale2[gated && (r & 8) ? 1 : 0];
-    v *= scale2;
+    v *= scale2 * float(1 << gemv7_shift<F>());
     if (gated) {
       // rows 0..7 gate, 8..15 up of the same 8 features (Prepack.h)
       const float up = __shfl_down_sync(0x0000ffffu, v, 8);
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv
     uint32_t xh[16];
     float xsum = 0.0f;
     const int s = load_x_f16<T, F>(p, 0, (warp + j * warps) * kGemv7Chunk + 32 * lane, xh, &xsum);
-    const float f = pow2(gemv7_shift<F>() - s);
+    const float f = pow2(-s);  // 2^gemv7_shift is applied in the epilogue
 #pragma unroll
     for (int r = 0; r < kGemv7Rows; ++r) {
       const float d = unit_dot<F, T>(u[j][r], xh, xsum);
