@@ -65,19 +65,28 @@ int64_t numel(const onnx::TensorProto& t) {
   return n;
 }
 
-// The stored bytes of an initializer whatever its data type (inline raw_data or external data),
-// read as a uint8 tensor of `bytes` bytes.
+bool stored_raw(const onnx::TensorProto& t) {
+  return t.has_raw_data() || t.data_location() == onnx::TensorProto::EXTERNAL;
+}
+
+// The stored bytes of an initializer whatever its data type: inline raw_data, external data, or
+// int32_data holding one byte per entry (how onnx.helper.make_tensor stores FLOAT4E2M1, two
+// elements per byte, and FLOAT8E4M3FN without raw=True), as `bytes` bytes.
 std::vector<uint8_t> raw_bytes(const onnx::TensorProto& t, int64_t bytes, const ExternalDataSource& source) {
+  if (!stored_raw(t)) {
+    if (t.int32_data_size() != bytes) {
+      user_error("initializer '{}' holds {} int32_data entries, expected {} (one byte each)", t.name(), t.int32_data_size(), bytes);
+    }
+    std::vector<uint8_t> out(static_cast<size_t>(bytes));
+    for (int64_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(t.int32_data(static_cast<int>(i)) & 0xff);
+    return out;
+  }
   onnx::TensorProto copy = t;
   copy.set_data_type(kOnnxUInt8);
   copy.clear_dims();
   copy.add_dims(bytes);
   const HostTensor h = tensor_from_proto(copy, source, "initializer '" + t.name() + "'");
   return std::vector<uint8_t>(h.data(), h.data() + h.num_bytes());
-}
-
-bool stored_raw(const onnx::TensorProto& t) {
-  return t.has_raw_data() || t.data_location() == onnx::TensorProto::EXTERNAL;
 }
 
 // One matched layer, before the rewrite.
@@ -161,7 +170,6 @@ std::string match_layer(const onnx::GraphProto& g, const Index& ix, int dq, Matc
   const bool scale_shape_ok = e.dims_size() == 2 && (m.weight_is_nk ? (e.dims(0) == m.n && e.dims(1) == m.k / 16)
                                                                       : (e.dims(0) == m.k / 16 && e.dims(1) == m.n));
   if (!scale_shape_ok) return "its E4M3 scale's shape is not the weight's with K divided by 16";
-  if (!stored_raw(w) || !stored_raw(e)) return "its FLOAT4E2M1 or E4M3 data is not stored as raw bytes";
   if (lin.op_type() == "Gemm" && lin.input_size() > 2 && !lin.input(2).empty()) {
     const onnx::TensorProto* bias = ix.init(g, lin.input(2));
     if (!bias || bias->dims_size() != 1 || bias->dims(0) != m.n) return "Gemm whose C is not a constant [N] bias";

@@ -37,6 +37,18 @@ onnx::TensorProto& raw_initializer(testing::ModelBuilder& b, const std::string& 
   return *t;
 }
 
+// As onnx.helper.make_tensor stores FLOAT4E2M1 / FLOAT8E4M3FN without raw=True: one byte per
+// int32_data entry.
+onnx::TensorProto& int32_initializer(testing::ModelBuilder& b, const std::string& name, int32_t type, std::vector<int64_t> dims,
+                                     const std::vector<uint8_t>& bytes) {
+  auto* t = b.graph().add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  for (int64_t d : dims) t->add_dims(d);
+  for (uint8_t v : bytes) t->add_int32_data(v);
+  return *t;
+}
+
 onnx::AttributeProto& int_attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
   auto* a = n.add_attribute();
   a->set_name(name);
@@ -178,14 +190,14 @@ TEST(PrequantizedOnnx, KByNWeightWithBlocksAlongAxis0AndOneLevelScale) {
   EXPECT_EQ(got.tensor_scale, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&one), reinterpret_cast<const uint8_t*>(&one) + 4));
 }
 
-TEST(PrequantizedOnnx, GemmTransBWithBiasKeepsTheBias) {
+TEST(PrequantizedOnnx, GemmTransBWithBiasAndInt32DataKeepsTheBias) {
   const int64_t n = 16, k = 32;
   const std::vector<float> rows = random_rows(n, k, 3);
   const quant::QuantizedWeight q = quant::quantize(rows, n, k, {});
   testing::ModelBuilder b(21);
   b.input("x", kFloat, {1, k}).output("y", kFloat, {1, n});
-  raw_initializer(b, "w_fp4", kFloat4E2M1, {n, k}, q.data.data(), q.data.size());
-  raw_initializer(b, "w_scale", kFloat8E4M3FN, {n, k / 16}, q.scales.data(), q.scales.size());
+  int32_initializer(b, "w_fp4", kFloat4E2M1, {n, k}, q.data);
+  int32_initializer(b, "w_scale", kFloat8E4M3FN, {n, k / 16}, q.scales);
   raw_initializer(b, "w_scale_2", kFloat, {}, &q.tensor_scale, sizeof(float));
   b.initializer("bias", HostTensor(DType::Float32, {n}));
   b.node("DequantizeLinear", {"w_scale", "w_scale_2"}, {"s"});
