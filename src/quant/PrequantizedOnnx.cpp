@@ -1,9 +1,13 @@
 #include "kiln/quant/PrequantizedOnnx.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "kiln/onnx/Import.h"
 #include "kiln/quant/QuantizedWeight.h"
 #include "kiln/support/Error.h"
 
@@ -312,6 +316,21 @@ PrequantizedReport rewrite_prequantized_nvfp4(onnx::ModelProto& model, const Ext
     o->set_version(1);
   }
   return report;
+}
+
+Graph load_onnx_prequantized(const std::string& path, PrequantizedReport* report) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return load_onnx(path);  // the importer says what is wrong with the path
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return load_onnx(path);  // and with the file
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  PrequantizedReport r = rewrite_prequantized_nvfp4(model, ExternalDataSource{dir});
+  const bool rewritten = !r.layers.empty();
+  if (report) *report = std::move(r);
+  if (!rewritten) return load_onnx(path);
+  return load_onnx_from_bytes(model.SerializeAsString(), dir);
 }
 
 }  // namespace kiln::quant

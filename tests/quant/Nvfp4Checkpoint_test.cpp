@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <unistd.h>
 
 #include "kiln/quant/Nvfp4Checkpoint.h"
 #include "kiln/quant/Quantize.h"

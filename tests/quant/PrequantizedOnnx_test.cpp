@@ -5,7 +5,9 @@
 // which the protobuf classes accept whatever onnx version generated them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
+#include <unistd.h>
 
 #include "../onnx/ModelBuilder.h"
 #include "kiln/onnx/Import.h"
@@ -162,6 +164,28 @@ TEST(PrequantizedOnnx, TwoLevelScalesThroughTransposeGiveKilnQuantizesBytes) {
   }
   Graph g = load_onnx_from_bytes(model.SerializeAsString());
   expect_same(quant_linear_of(g), kiln_quantize_reference(rows, n, k));
+}
+
+TEST(PrequantizedOnnx, LoadOnnxPrequantizedRewritesOnLoad) {
+  const int64_t n = 16, k = 32;
+  const quant::QuantizedWeight q = quant::quantize(random_rows(n, k, 4), n, k, {});
+  testing::ModelBuilder b(21);
+  b.input("x", kFloat, {1, k}).output("y", kFloat, {1, n});
+  raw_initializer(b, "w_fp4", kFloat4E2M1, {n, k}, q.data.data(), q.data.size());
+  raw_initializer(b, "w_scale", kFloat8E4M3FN, {n, k / 16}, q.scales.data(), q.scales.size());
+  auto& dq = b.node("DequantizeLinear", {"w_fp4", "w_scale"}, {"w_dq"}, "dq_weight");
+  int_attr(dq, "axis", 1);
+  int_attr(dq, "block_size", 16);
+  auto& gemm = b.node("Gemm", {"x", "w_dq"}, {"y"}, "fc");
+  int_attr(gemm, "transB", 1);
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("kiln_prequantized_" + std::to_string(::getpid()) + ".onnx");
+  b.save(path.string());
+  quant::PrequantizedReport report;
+  const Graph g = quant::load_onnx_prequantized(path.string(), &report);
+  std::filesystem::remove(path);
+  EXPECT_EQ(report.layers, std::vector<std::string>{"fc"});
+  EXPECT_EQ(quant_linear_of(g).data, q.data);
 }
 
 TEST(PrequantizedOnnx, KByNWeightWithBlocksAlongAxis0AndOneLevelScale) {

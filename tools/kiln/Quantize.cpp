@@ -1,13 +1,10 @@
 // kiln quantize model.onnx --format nvfp4|mxfp4|int4 [--group G] [--nodes a,b] -o out.onnx
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "Commands.h"
 #include "kiln/onnx/Export.h"
 #include "kiln/onnx/Import.h"
-#include "kiln/onnx/Proto.h"
 #include "kiln/quant/Nvfp4Checkpoint.h"
 #include "kiln/quant/PrequantizedOnnx.h"
 #include "kiln/quant/QuantizeModel.h"
@@ -23,21 +20,6 @@ struct QuantizeOptions {
   std::vector<std::string> nodes;
   int64_t external_threshold_mb = 256;
 };
-
-// Loads the model; weights already in NVFP4 as Model Optimizer exports them (FLOAT4E2M1 behind
-// DequantizeLinear) become kiln.QuantLinear nodes with their bytes as stored (PrequantizedOnnx.h).
-Graph load_model(const std::string& path, quant::PrequantizedReport& pre) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return load_onnx(path);  // the importer says what is wrong with the path
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) return load_onnx(path);  // and with the file
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  pre = quant::rewrite_prequantized_nvfp4(model, ExternalDataSource{dir});
-  if (pre.layers.empty()) return load_onnx(path);
-  return load_onnx_from_bytes(model.SerializeAsString(), dir);
-}
 
 int run_quantize(const QuantizeOptions& o) {
   quant::QuantizeModelOptions options;
@@ -58,7 +40,7 @@ int run_quantize(const QuantizeOptions& o) {
   };
   std::cout << "loading " << o.model << "\n" << std::flush;
   quant::PrequantizedReport pre;
-  Graph graph = load_model(o.model, pre);
+  Graph graph = quant::load_onnx_prequantized(o.model, &pre);
   if (!pre.layers.empty()) {
     std::cout << pre.layers.size() << " layers already in NVFP4 (Model Optimizer's DequantizeLinear of FLOAT4E2M1), kept as stored:\n";
     for (const std::string& l : pre.layers) std::cout << "  " << l << "\n";

@@ -33,4 +33,9 @@ struct PrequantizedReport {
 
 PrequantizedReport rewrite_prequantized_nvfp4(onnx::ModelProto& model, const ExternalDataSource& source);
 
+// load_onnx(path) with the rewrite above applied first (external data relative to the model's
+// folder); what was rewritten or left alone goes to `report` when given. `kiln quantize` loads
+// models this way; `kiln compile` and `kiln plugins` can call it in place of load_onnx.
+Graph load_onnx_prequantized(const std::string& path, PrequantizedReport* report = nullptr);
+
 }  // namespace kiln::quant
