@@ -2,10 +2,12 @@
 import argparse
 import ctypes as C
 import datetime
+import math
 import os
 import subprocess
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -90,10 +92,23 @@ def torch_int4(q):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--read-lib", required=True, help="libkiln_read.so (bench/quant/read_ceiling.cu)")
     ap.add_argument("--command", default="bench/quant/run.sh")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     lib = C.CDLL(args.lib)
+    rlib = C.CDLL(args.read_lib)
+    rlib.kiln_bench_read.restype = C.c_int
+    rlib.kiln_bench_read.argtypes = [C.c_void_p, C.c_longlong, C.c_void_p, C.c_int, C.c_void_p]
+    sink = torch.zeros(1 << 16, dtype=torch.int32, device=dev)
+
+    def read_call(buf, pdl):
+        def f():
+            st = rlib.kiln_bench_read(buf.data_ptr(), buf.numel() * buf.element_size(), sink.data_ptr(), pdl,
+                                      torch.cuda.current_stream().cuda_stream)
+            if st != 0:
+                raise RuntimeError(f"kiln_bench_read: CUDA error {st}")
+        return f
     props = torch.cuda.get_device_properties(0)
     l2 = props.L2_cache_size
     commit = os.environ.get("KILN_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
@@ -111,18 +126,27 @@ def main():
     dst = torch.empty_like(big)
     t_copy = time_calls([lambda: dst.copy_(big)], reps=5)
     copy_bw = 2 * big.numel() / t_copy / 1e3
-    fbig = big.view(torch.float32)
-    t_read = time_calls([lambda: fbig.sum()], reps=5)
+    # the read kernel is checked before it is timed: xor of all words of a random buffer
+    chk = torch.randint(-2**31, 2**31 - 1, (1 << 22,), dtype=torch.int32, device=dev)
+    sink.zero_()
+    read_call(chk, 0)()
+    torch.cuda.synchronize()
+    want = int(np.bitwise_xor.reduce(chk.cpu().numpy()))
+    got = int(np.bitwise_xor.reduce(sink.cpu().numpy()))
+    if want != got:
+        raise SystemExit(f"read-ceiling kernel wrong: xor {got:#x}, expected {want:#x}")
+    del chk
+    t_read = time_calls([read_call(big, 0)], reps=5)
     read_bw = big.numel() / t_read / 1e3
-    del big, dst, fbig
-    log(f"- measured: device copy {copy_bw:.0f} GB/s (read+write), read-only (torch sum) {read_bw:.0f} GB/s")
+    del big, dst
+    log(f"- measured: device copy {copy_bw:.0f} GB/s (read+write), streaming read kernel (bench/quant/read_ceiling.cu, checked) of 2 GiB {read_bw:.0f} GB/s")
     log("")
 
     # ---- correctness: every variant and shape, fresh random data, poisoned outputs ----
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True}
     gemm_ok = {"1": True, "2": True}
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
@@ -145,7 +169,7 @@ def main():
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
                     # M <= 16: every GEMV variant; M > 16: both GEMM variants (fresh x for each)
-                    for variant in (["1", "2", "3", "4", "5", "6"] if m <= 16 else ["g1", "g2"]):
+                    for variant in (["1", "2", "3", "4", "5", "6", "7", "8"] if m <= 16 else ["g1", "g2"]):
                         if m <= 16:
                             os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                         else:
@@ -176,8 +200,7 @@ def main():
                     if not good:
                         log(f"- FAIL {name} n={n} k={k} m={m}: rel err {e:.3e}")
                 # bias variant, once per shape
-                if dt == torch.bfloat16:
-                    m = 5
+                for m in ([1, 5] if dt == torch.bfloat16 else []):  # M = 1: variant 7's epilogue, 5: the GEMV variants'
                     x = torch.randn(m, k, device=dev).to(dt)
                     bias = torch.randn(n, device=dev).to(dt)
                     y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
@@ -188,13 +211,33 @@ def main():
                     except RuntimeError as ex:
                         e = float("inf")
                         log(f"- ERROR w4_linear_bias_{fmt}_bf16 n={n} k={k}: {str(ex).splitlines()[0][:160]}")
-                    ok[(fmt, "bias", n, k)] = e < BOUND[dt]
+                    ok[(fmt, "bias", n, k, m)] = e < BOUND[dt]
                     if e >= BOUND[dt]:
-                        log(f"- FAIL w4_linear_bias_{fmt}_bf16 n={n} k={k}: {e:.3e}")
+                        log(f"- FAIL w4_linear_bias_{fmt}_bf16 n={n} k={k} m={m}: {e:.3e}")
         del w
+    # Activations far from 1 (the half2 variants prescale x per lane by a power of two): x·2^118
+    # (outputs near bf16's limit; run 3's chain overflowed there before the clamp fix) and x·2^-60.
+    w = weights(256, 2048, 77)
+    for fmt in FMTS:
+        q = quantize(w, fmt)
+        kw, wd = kq.KernelWeight(q), q.dequant().double()
+        for scale in (2.0 ** 118, 2.0 ** -60):
+            for variant in ["5", "7", "8"]:
+                os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
+                x = (torch.randn(1, 2048, device=dev) * scale).to(torch.bfloat16)
+                y = torch.full((1, 256), float("nan"), device=dev, dtype=torch.bfloat16)
+                kq.Call(lib, f"w4_linear_{fmt}_bf16", [x] + kw.args() + [y], ws)()
+                torch.cuda.synchronize()
+                e = rel_err(y, x.double() @ wd.T)
+                if not e < BOUND[torch.bfloat16]:
+                    variant_ok[variant] = False
+                    log(f"- FAIL GEMV variant {variant}: {fmt} x scaled by 2^{int(math.log2(scale))}: rel err {e:.3e}")
+    os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
+    log("- activations scaled by 2^118 and 2^-60 (M = 1, 256×2048, all formats): checked for GEMV variants 5, 7, 8")
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
-    default_variant = next(v for v in ["5", "4", "1", "3", "2"] if variant_ok[v])  # the library default (5)
+    # kiln columns: variant 8 where it passed (M = 1; it runs variant 5 at M > 1), else 7, else the library default 5
+    default_variant = next(v for v in ["8", "7", "5", "4", "1", "3", "2"] if variant_ok[v])
     os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
     if not all(variant_ok.values()) and variant_ok[default_variant]:
         # a failing variant fails its shapes above; time the rest with a variant that passed
@@ -209,7 +252,7 @@ def main():
     log(f"- GEMM variants (M > 16) passed: {[v for v, g in gemm_ok.items() if g]}; kiln columns use GEMM variant 1 (the library default)")
 
     # variant 4 launches as a programmatic dependent launch; check that a graph captures it
-    if default_variant in ("4", "5", "6"):
+    if default_variant in ("4", "5", "6", "7", "8"):
         x = torch.randn(1, 2048, device=dev).to(torch.bfloat16)
         kw = kq.KernelWeight(quantize(weights(256, 2048, 6), "nvfp4"))
         y = torch.empty(1, 256, device=dev, dtype=torch.bfloat16)
@@ -263,10 +306,14 @@ def main():
     # ---- timing ----
     log("## Linear layers, bf16 activations (µs; GB/s = weight+scale bytes / time; ×bf16 = speedup over cuBLAS bf16)")
     log("")
-    log(f"Read bandwidth ceiling {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s).")
+    log(f"Streaming read of 2 GiB: {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s). %ceil = the read kernel's time for the same")
+    log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
+    log(f"kiln columns: GEMV variant {default_variant} (variants 7 and 8 run at M = 1 only; variant 5 at 2 <= M <= 16), GEMM variant 1.")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %read | ×bf16 | kiln mxfp4 µs | GB/s | ×bf16 | kiln int4 µs | GB/s | ×bf16 | nvfp4 GEMV variant 1 / 6 µs (M ≤ 16), GEMM variant 2 µs (M = 51) |")
-    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 µs (M ≤ 16), GEMM variant 2 µs (M = 51) |")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ceil = {}
+    gemv_times = {}
     read_note = []
     for (n, k) in SHAPES:
         w = weights(n, k, 7 + n)
@@ -289,11 +336,14 @@ def main():
         except Exception as ex:  # noqa: BLE001
             i4, i4_err = None, str(ex).splitlines()[0][:120]
             log(f"- torch int4 unavailable: {i4_err}")
-        nb4 = kws["nvfp4"][0].nbytes() // 4 * 4
-        rd = [torch.empty(nb4, dtype=torch.uint8, device=dev).view(torch.float32).uniform_() for _ in range(copies_for(nb4, l2))]
-        t_rd = time_calls([lambda r=r: r.sum() for r in rd])
-        read_note.append(f"| {n}×{k} | {nb4 / 1e6:.2f} MB | {t_rd:.1f} | {nb4 / t_rd / 1e3:.0f} |")
-        del rd
+        for fmt in FMTS:  # the read ceiling of each format's bytes (isolated and chained launches)
+            nbf = kws[fmt][0].nbytes() // 16 * 16
+            rd = [torch.randint(0, 255, (nbf,), dtype=torch.uint8, device=dev) for _ in range(copies_for(nbf, l2))]
+            t_iso = time_calls([read_call(r, 0) for r in rd])
+            t_pdl = time_calls([read_call(r, 1) for r in rd])
+            ceil[(fmt, n, k)] = t_pdl
+            read_note.append(f"| {n}×{k} | {fmt} | {nbf / 1e6:.2f} MB | {t_iso:.2f} | {nbf / t_iso / 1e3:.0f} | {t_pdl:.2f} | {nbf / t_pdl / 1e3:.0f} |")
+            del rd
         for m in MS:
             x = torch.randn(m, k, device=dev).to(torch.bfloat16)
             y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
@@ -311,12 +361,12 @@ def main():
                 row += " n/a |"
             for fmt in FMTS:
                 if not ok.get((fmt, torch.bfloat16, n, k, m), False):
-                    row += " FAILED | | |" + (" |" if fmt == "nvfp4" else "")
+                    row += " FAILED | | | |"
                     continue
                 calls = [kq.Call(lib, f"w4_linear_{fmt}_bf16", [x] + c.args() + [y], ws) for c in kws[fmt]]
                 t = time_calls(calls)
                 gbs = kws[fmt][0].nbytes() / t / 1e3
-                row += f" {t:.1f} | {gbs:.0f} |" + (f" {100 * gbs / read_bw:.0f}% |" if fmt == "nvfp4" else "") + f" {t_bf / t:.2f} |"
+                row += f" {t:.1f} | {gbs:.0f} | {100 * ceil[(fmt, n, k)] / t:.0f}% | {t_bf / t:.2f} |"
             if m == 51 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False) and gemm_ok["2"]:
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
                 calls = [kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws["nvfp4"]]
@@ -324,13 +374,15 @@ def main():
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant in ["1", "6"]:
+                for variant in ["5", "7", "8"]:
                     if not variant_ok[variant]:
                         tv.append("fail")
                         continue
                     os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                     calls = [kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws["nvfp4"]]
-                    tv.append(f"{time_calls(calls):.1f}")
+                    tv_t = time_calls(calls)
+                    tv.append(f"{tv_t:.1f}")
+                    gemv_times[(variant, n, k, m)] = tv_t
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
                 row += f" {' / '.join(tv)} |"
             else:
@@ -340,19 +392,30 @@ def main():
         torch.cuda.empty_cache()
     log("")
 
-    log("Same-size read reference: torch sum over rotated copies of a buffer as large as the nvfp4 weight + scales")
-    log("(one kernel per call in the same graph harness: what a plain read of these bytes costs, launch and ramp included).")
+    log("Read ceiling: bench/quant/read_ceiling.cu over rotated copies of a buffer as large as the weight + scales")
+    log("(one kernel per call in the same graph harness; isolated = plain launches, chained = programmatic dependent launches).")
     log("")
-    log("| N×K | bytes | read µs | GB/s |")
-    log("|---|---|---|---|")
+    log("| N×K | format | bytes | isolated µs | GB/s | chained µs | GB/s |")
+    log("|---|---|---|---|---|---|---|")
     for r in read_note:
         log(r)
+    log("")
+    log("GEMV goals (nvfp4, bf16; ratio = chained read ceiling µs / GEMV µs):")
+    log("")
+    for (n, k) in SHAPES[:2]:
+        c = ceil.get(("nvfp4", n, k))
+        for v in ["5", "7", "8"]:
+            t1, t4, t16 = (gemv_times.get((v, n, k, mm)) for mm in (1, 4, 16))
+            if c and t1:
+                log(f"- {n}×{k} variant {v}: M=1 {100 * c / t1:.0f}% of the ceiling (goal >= 80%)"
+                    + (f"; M=4 {t4 / t1:.2f}× M=1's time (goal <= 1.10)" if t4 else "")
+                    + (f"; M=16 {100 * c / t16:.0f}% (goal >= 60%)" if t16 else ""))
     log("")
 
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 1 / 6 (M = 1) or GEMM variant 2 (M = 51) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 5 / 7 / 8 (M = 1) or GEMM variant 2 (M = 51) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
@@ -392,8 +455,8 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in (["1", "6"] if m <= 16 else ["g2"]):
-                    if variant in ("6", "g2") and not (variant_ok["6"] if variant == "6" else gemm_ok["2"]):
+                for variant in (["5", "7", "8"] if m <= 16 else ["g2"]):
+                    if not (variant_ok[variant] if variant != "g2" else gemm_ok["2"]):
                         tv.append("fail")
                         continue
                     if m <= 16:
@@ -404,12 +467,12 @@ def main():
                              for j in range(layers)]
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("6", "g2"):
+                    if variant in ("7", "8", "g2"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
                         os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
-                        for j in range(layers):
+                        for j in range(layers):  # (variant 1 eager: the reference chain)
                             ref_out = torch.empty_like(bufs[j + 1])
                             kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [snap[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [ref_out], ws)()
                             torch.cuda.synchronize()
@@ -417,7 +480,7 @@ def main():
                             if torch.isfinite(r).all() and r.norm() > 1e-6 and torch.isfinite(snap[j]).all():
                                 e_chain = max(e_chain, rel_err(snap[j + 1], r))
                                 checked += 1
-                        what = "GEMV variant 6" if m <= 16 else "GEMM variant 2"
+                        what = f"GEMV variant {variant}" if m <= 16 else "GEMM variant 2"
                         chain_notes.append(f"- {label} m={m}: layers of the graph-replayed nvfp4 chain ({what}) vs eager {'GEMV' if m <= 16 else 'GEMM'} variant 1 on the same input: worst rel. diff {e_chain:.2e} over {checked} finite layers{'' if e_chain < 2e-2 and checked >= 2 else '  FAIL'}")
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "w4_gemm.cuh"
+#include "w4_gemv_async.cuh"
 
 namespace kiln::quant::gpu {
 
@@ -53,15 +54,18 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-// 5 until variant 6 is measured and its launch at M = 5 understood (bench/quant/NOTES.md, session 3).
-constexpr int kDefaultGemvVariant = 5;
+// 8 (M = 1 where gemv8_applies; variant 5 for M = 2..16 and other shapes): measured faster than 5
+// and 7 at M = 1 on every shape in session 4's run 2 (bench/quant/NOTES.md).
+constexpr int kDefaultGemvVariant = 8;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..6
-// selects another, so that benchmarks can compare them in one run.
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..8
+// selects another, so that benchmarks can compare them in one run. Variant 7 (w4_gemv_half2.cuh)
+// runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384) and is variant 5 elsewhere;
+// so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async).
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] >= '1' && v[0] <= '6') ? v[0] - '0' : kDefaultGemvVariant;
+  return v && (v[0] >= '1' && v[0] <= '8') ? v[0] - '0' : kDefaultGemvVariant;
 }
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
@@ -145,6 +149,12 @@ cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
     case 4: return launch_gemv_variant<F, T, NT, 4>(p, warps, stream);
     case 5: return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
     case 6: return launch_gemv_variant<F, T, NT, 6>(p, warps, stream);
+    case 7:
+      if (NT == 1 && gemv7_applies(p.m, p.n, p.k)) return launch_gemv7<F, T>(p, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
+    case 8:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
     default: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
   }
 }

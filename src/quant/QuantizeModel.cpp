@@ -104,10 +104,20 @@ QuantizeModelReport quantize_model(Graph& graph, const QuantizeModelOptions& opt
       }
     }
     QuantizedWeight q;
-    try {
-      q = quantize(rows, n, k, options.spec);
-    } catch (const UserError& e) {
-      user_error("node '{}': {}", node.name, e.what());
+    const auto pre = options.prequantized.find(graph.values[c.weight].name);
+    if (pre != options.prequantized.end()) {
+      q = pre->second;
+      if (q.n != n || q.k != k) {
+        user_error("node '{}': the checkpoint's '{}' is [{}, {}] (N x K), the model's weight is [{}, {}]", node.name, pre->first, q.n,
+                   q.k, n, k);
+      }
+      report.from_checkpoint.push_back(node.name);
+    } else {
+      try {
+        q = quantize(rows, n, k, options.spec);
+      } catch (const UserError& e) {
+        user_error("node '{}': {}", node.name, e.what());
+      }
     }
     LayerReport layer{node.name, n, k, quantization_error(rows, q)};
     report.weight_bytes_before += static_cast<int64_t>(w.num_bytes());

@@ -5,6 +5,8 @@
 #include "Commands.h"
 #include "kiln/onnx/Export.h"
 #include "kiln/onnx/Import.h"
+#include "kiln/quant/Nvfp4Checkpoint.h"
+#include "kiln/quant/PrequantizedOnnx.h"
 #include "kiln/quant/QuantizeModel.h"
 #include "kiln/support/Error.h"
 
@@ -13,7 +15,7 @@ namespace kiln::cli {
 namespace {
 
 struct QuantizeOptions {
-  std::string model, output, format = "nvfp4", scale_dtype = "bf16";
+  std::string model, output, format = "nvfp4", scale_dtype = "bf16", weights;
   int64_t group = 0;
   std::vector<std::string> nodes;
   int64_t external_threshold_mb = 256;
@@ -27,16 +29,26 @@ int run_quantize(const QuantizeOptions& o) {
   options.spec.group = o.group;
   options.spec.scale_dtype = o.scale_dtype == "fp16" ? DType::Float16 : DType::BFloat16;
   options.nodes = o.nodes;
+  if (!o.weights.empty()) {
+    options.prequantized = quant::read_nvfp4_checkpoint(o.weights);
+    std::cout << "read " << options.prequantized.size() << " NVFP4 layers from " << o.weights << "\n";
+  }
   options.on_layer = [](const quant::LayerReport& l) {
     std::cout << fmt::format("  {:<40} {:>6} x {:<6} rel.err {:.3e}  max.err {:.3e}\n", l.node, l.n, l.k,
                              l.error.relative_l2, l.error.max_abs)
               << std::flush;
   };
   std::cout << "loading " << o.model << "\n" << std::flush;
-  Graph graph = load_onnx(o.model);
+  quant::PrequantizedReport pre;
+  Graph graph = quant::load_onnx_prequantized(o.model, &pre);
+  if (!pre.layers.empty()) {
+    std::cout << pre.layers.size() << " layers already in NVFP4 (Model Optimizer's DequantizeLinear of FLOAT4E2M1), kept as stored:\n";
+    for (const std::string& l : pre.layers) std::cout << "  " << l << "\n";
+  }
+  for (const std::string& s : pre.skipped) std::cout << "  FLOAT4E2M1 weight left as is: " << s << "\n";
   std::cout << "quantizing to " << o.format << " (layer, N x K, relative error |W - dq(W)| / |W|, max error):\n";
   quant::QuantizeModelReport report = quant::quantize_model(graph, options);
-  if (report.layers.empty()) {
+  if (report.layers.empty() && pre.layers.empty()) {
     user_error("no MatMul or Gemm with a constant weight was found to quantize{}",
                report.skipped.empty() ? "" : " (skipped: " + fmt::format("{}", fmt::join(report.skipped, "; ")) + ")");
   }
@@ -46,10 +58,17 @@ int run_quantize(const QuantizeOptions& o) {
     worst = std::max(worst, l.error.relative_l2);
   }
   std::cout << fmt::format("{} layers quantized; mean relative error {:.3e}, worst {:.3e}; weights {:.1f} MB -> {:.1f} MB\n",
-                           report.layers.size(), sum / static_cast<double>(report.layers.size()), worst,
+                           report.layers.size(), report.layers.empty() ? 0.0 : sum / static_cast<double>(report.layers.size()), worst,
                            static_cast<double>(report.weight_bytes_before) / 1e6,
                            static_cast<double>(report.weight_bytes_after) / 1e6);
   for (const std::string& s : report.skipped) std::cout << "  left as is: " << s << "\n";
+  if (!o.weights.empty()) {
+    std::cout << report.from_checkpoint.size() << " layers took their weights from " << o.weights << " as stored\n";
+    if (report.from_checkpoint.size() < options.prequantized.size()) {
+      std::cout << "  (" << options.prequantized.size() - report.from_checkpoint.size()
+                << " checkpoint layers matched no MatMul/Gemm weight initializer of the same name)\n";
+    }
+  }
   ExportOptions out;
   out.domain_versions["kiln"] = 1;
   int64_t total = 0;
@@ -72,7 +91,9 @@ void register_quantize(CLI::App& app) {
       "Quantize the weights of MatMul/Gemm nodes with constant weights to 4 bits and rewrite each\n"
       "into a kiln.QuantLinear node (y = x * dequant(W)^T + bias). Prints each layer's error.\n"
       "Formats: nvfp4 (E2M1, E4M3 scale per 16, fp32 tensor scale; NVIDIA Model Optimizer's rule),\n"
-      "mxfp4 (E2M1, E8M0 scale per 32), int4 (asymmetric, scale and zero per 32/64/128).");
+      "mxfp4 (E2M1, E8M0 scale per 32), int4 (asymmetric, scale and zero per 32/64/128).\n"
+      "Weights that are already NVFP4 as NVIDIA Model Optimizer exports them (DequantizeLinear of\n"
+      "FLOAT4E2M1 with E4M3 block scales, block_size 16, feeding MatMul/Gemm) are kept as stored.");
   cmd->add_option("model", o->model, "The .onnx file (external data is read from its folder)")->required();
   cmd->add_option("-o,--output", o->output, "The quantized .onnx file to write")->required();
   cmd->add_option("--format", o->format, "nvfp4, mxfp4 or int4")->check(CLI::IsMember({"nvfp4", "mxfp4", "int4"}));
@@ -80,6 +101,9 @@ void register_quantize(CLI::App& app) {
   cmd->add_option("--scale-dtype", o->scale_dtype, "int4 scale and zero dtype: bf16 or fp16")
       ->check(CLI::IsMember({"bf16", "fp16"}));
   cmd->add_option("--nodes", o->nodes, "Only these nodes (comma-separated names)")->delimiter(',');
+  cmd->add_option("--weights", o->weights,
+                  "An NVFP4 Hugging Face checkpoint (.safetensors, Model Optimizer or llm-compressor): layers\n"
+                  "whose weight initializer is named like a checkpoint weight ('P.weight') take its bytes as stored");
   cmd->add_option("--external-data-above-mb", o->external_threshold_mb,
                   "Write initializers to OUTPUT.data when they total more than this (default 256)");
   cmd->callback([o] { set_exit_code(run_quantize(*o)); });

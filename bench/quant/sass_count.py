@@ -1,0 +1,26 @@
+"""Static SASS instruction counts of GEMV variants 7 and 8 (cuobjdump -sass of libkiln_quant on stdin).
+Variant 7's body is fully unrolled (no loops): a lane's instruction count is its static count, and
+a lane handles 16 rows x 32 k per chunk, so instructions per weight = count / (512 * chunks per
+warp). Writes a table, and the SASS of the nvfp4/bf16 one-chunk kernel for reading."""
+import collections
+import re
+import sys
+
+out = sys.argv[1]
+text = sys.stdin.read()
+rows = ["| kernel | SASS instructions | per weight | top opcodes |", "|---|---|---|---|"]
+keep = ""
+for f in re.split(r"\n\s*Function : ", text)[1:]:
+    name = f.split("\n")[0].strip()
+    if "w4_gemv7_kernel" not in name and "w4_gemv8_kernel" not in name:
+        continue
+    ins = re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", f)
+    ops = collections.Counter((i.split()[1] if i.startswith("@") else i.split()[0]).split(".")[0] for i in ins)
+    per = 512 * (2 if "Li2E" in name else 1)
+    fmt = {"E0E": "nvfp4", "E1E": "mxfp4", "E2E": "int4"}
+    label = ("v8 " if "gemv8" in name else "v7 ") + next((v for k, v in fmt.items() if f"Format{k}" in name), "?") + (" bf16" if "bfloat16" in name else " f16") + (" 2 chunks" if "Li2E" in name else " 1 chunk")
+    rows.append(f"| {label} | {len(ins)} | {len(ins) / per:.2f} | {', '.join(f'{k} {v}' for k, v in ops.most_common(10))} |")
+    if label == "v8 nvfp4 bf16 1 chunk":
+        keep = f
+open(out, "w").write("\n".join(rows) + "\n\n```\n" + keep + "\n```\n")
+print("\n".join(rows))

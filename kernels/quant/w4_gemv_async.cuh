@@ -1,0 +1,187 @@
+#pragma once
+// GEMV variant 8, M = 1: variant 7's schedule and math (w4_gemv_half2.cuh), with the weights and
+// scales of the warp's range copied into shared memory by cp.async before griddepcontrol.wait.
+//
+// Why. Run 1 (H100, bench/quant/NOTES.md session 4) showed in variant 7's SASS that ptxas had
+// placed griddepcontrol.wait (ACQBULK) before every weight load (an acquire lets later loads stay
+// later, and ptxas sank them there); forcing the order with a block boundary made it sink the
+// register loads next to their uses instead, to save registers. Register-destination loads cannot
+// be pinned ahead of the wait; cp.async (LDGSTS) writes shared memory and stays where it is
+// written. So: the lane's scale pieces (one commit group) and its 16 weight units per chunk (four
+// groups of four rows) are issued first, then the wait, then x into registers, then row group g is
+// consumed after cp.async.wait_group of its group: rows are computed in the order they were
+// requested, as their bytes arrive, while later rows are still in flight.
+// One chunk per warp (the CPW template parameter is kept for two, which run 2 measured slower).
+// Shared memory per warp and chunk: 16 rows x 32 lanes x 16 B of weights, then 16 rows x 128 B
+// for the scale (and INT4 zero) bytes of the row's chunk.
+#include "w4_gemv_half2.cuh"
+
+namespace kiln::quant::gpu {
+
+struct Gemv8Layout {
+  static constexpr int kWeightBytes = kGemv7Rows * 32 * 16;
+  static constexpr int kScaleRowBytes = 128;  // scales at 0, INT4 zeros at 64
+  static constexpr int kChunkBytes = kWeightBytes + kGemv7Rows * kScaleRowBytes;
+};
+inline size_t gemv8_smem_bytes(int k) { return size_t(k / kGemv7Chunk) * Gemv8Layout::kChunkBytes; }
+
+// Variant 8 takes one chunk per warp and up to 16 warps (K <= 16384, 160 KB of shared memory):
+// run 2 measured 2 chunks per warp with 8 warps at K = 16384 at 64% of the read ceiling, against
+// 80% for 1 chunk per warp at K = 2048 (the compute after the last bytes arrive is per warp).
+constexpr int kGemv8MaxWarps = 16;
+inline bool gemv8_applies(int m, int n, int k) {
+  return m == 1 && n % kGemv7Rows == 0 && k % kGemv7Chunk == 0 && k / kGemv7Chunk <= kGemv8MaxWarps;
+}
+
+// Bytes of scales (and, INT4, of zeros) per row in one 1024-k chunk, and per row of the tensor.
+template <Format F>
+__device__ __forceinline__ int chunk_scale_bytes(int group) {
+  return F == Format::NvFp4 ? 64 : F == Format::MxFp4 ? 32 : 2 * (kGemv7Chunk / group);
+}
+template <Format F>
+__device__ __forceinline__ size_t row_scale_bytes(const LinearParams& p) {
+  return F == Format::NvFp4 ? size_t(p.k) / 16 : F == Format::MxFp4 ? size_t(p.k) / 32 : 2 * size_t(p.k / p.group);
+}
+
+// Scale pieces of one chunk (16 bytes each, spread over the lanes); the caller commits.
+template <Format F>
+__device__ __forceinline__ void issue_chunk_scales(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane) {
+  const int bytes = chunk_scale_bytes<F>(p.group), pieces = bytes / 16;
+  const int tensors = F == Format::Int4 ? 2 : 1;
+  const size_t stride = row_scale_bytes<F>(p);
+  uint8_t* dst = smem + Gemv8Layout::kWeightBytes;
+  for (int q = lane; q < kGemv7Rows * pieces * tensors; q += 32) {
+    const int tensor = q / (kGemv7Rows * pieces), rem = q - tensor * kGemv7Rows * pieces;
+    const int r = rem / pieces, part = rem - r * pieces;
+    const uint8_t* base = static_cast<const uint8_t*>(tensor == 0 ? p.scale : p.zero);
+    cp_async16(dst + r * Gemv8Layout::kScaleRowBytes + 64 * tensor + 16 * part,
+               base + size_t(row0 + r) * stride + size_t(chunk) * bytes + 16 * part, true);
+  }
+}
+
+// Rows 4g..4g+3 of one chunk: the lane's 16 bytes of each; the caller commits.
+__device__ __forceinline__ void issue_chunk_rows(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane, int g) {
+  const size_t row_bytes = size_t(p.k) / 2;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = 4 * g + i;
+    cp_async16(smem + (r * 32 + lane) * 16, p.weight + size_t(row0 + r) * row_bytes + size_t(chunk) * 512 + 16 * lane, true);
+  }
+}
+
+__device__ __forceinline__ void cp_async_wait_upto7(int n) {
+  switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
+  }
+}
+
+template <Format F, typename T>
+__device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r, int lane, int group) {
+  Gemv7Unit<F, T> u;
+  u.w = *reinterpret_cast<const uint4*>(smem + (r * 32 + lane) * 16);
+  const uint8_t* sc = smem + Gemv8Layout::kWeightBytes + r * Gemv8Layout::kScaleRowBytes;
+  if constexpr (F == Format::NvFp4) {
+    u.s = *reinterpret_cast<const uint16_t*>(sc + 2 * lane);
+    u.z = 0;
+  } else if constexpr (F == Format::MxFp4) {
+    u.s = sc[lane];
+    u.z = 0;
+  } else {
+    const int gi = (32 * lane) / group;
+    u.s = *reinterpret_cast<const uint16_t*>(sc + 2 * gi);
+    u.z = *reinterpret_cast<const uint16_t*>(sc + 64 + 2 * gi);
+  }
+  return u;
+}
+
+template <Format F, typename T, int CPW>
+__global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearParams p) {
+  extern __shared__ __align__(16) uint8_t gemv8_smem[];
+  __shared__ float red[kGemv8MaxWarps][kGemv7Rows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int row0 = blockIdx.x * kGemv7Rows;
+  uint8_t* mine = gemv8_smem + size_t(warp) * CPW * Gemv8Layout::kChunkBytes;
+  // Groups, oldest first: the scales of all CPW chunks, then chunk 0 rows 0-3, 4-7, ..., chunk 1 ...
+#pragma unroll
+  for (int j = 0; j < CPW; ++j) issue_chunk_scales<F>(p, mine + j * Gemv8Layout::kChunkBytes, row0, warp + j * warps, lane);
+  cp_async_commit();
+#pragma unroll
+  for (int j = 0; j < CPW; ++j) {
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      issue_chunk_rows(p, mine + j * Gemv8Layout::kChunkBytes, row0, warp + j * warps, lane, g);
+      cp_async_commit();
+    }
+  }
+  // The wait, the launch of dependents and the x loads sit in a block of their own behind a branch
+  // that is never false at run time (m >= 1): ptxas otherwise placed the first cp.async wait
+  // (DEPBAR) above the x loads, so that x was requested only after the first rows had arrived.
+  uint4 xraw[CPW][4];
+#pragma unroll
+  for (int j = 0; j < CPW; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xraw[j][i] = make_uint4(0, 0, 0, 0);
+  if (p.m > 0) {
+    grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
+    grid_launch_dependents();  // the next kernel may start and request its weights
+#pragma unroll
+    for (int j = 0; j < CPW; ++j) {
+      const T* src = static_cast<const T*>(p.x) + (warp + j * warps) * kGemv7Chunk + 32 * lane;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(xraw[j][i].x), "=r"(xraw[j][i].y), "=r"(xraw[j][i].z), "=r"(xraw[j][i].w)
+                     : "l"(src + 8 * i));
+      }
+    }
+  }
+  float acc[kGemv7Rows];
+#pragma unroll
+  for (int j = 0; j < CPW; ++j) {
+    uint32_t xh[16];
+    float xsum = 0.0f;
+    const int s = convert_x_f16<T, F>(xraw[j], xh, &xsum);
+    const float f = pow2(-s);  // 2^gemv7_shift is applied in the epilogue
+    const uint8_t* chunk = mine + j * Gemv8Layout::kChunkBytes;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      cp_async_wait_upto7((CPW - 1 - j) * 4 + 3 - g);
+      if (j == 0 && g == 0) __syncwarp();  // the scale pieces other lanes copied
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 4 * g + i;
+        const float d = unit_dot<F, T>(read_unit<F, T>(chunk, r, lane, p.group), xh, xsum);
+        acc[r] = j == 0 ? d * f : fmaf(d, f, acc[r]);
+      }
+    }
+  }
+  gemv7_epilogue<F, T, kGemv8MaxWarps>(p, acc, red, lane, warp, warps, row0);
+}
+
+template <Format F, typename T>
+cudaError_t launch_gemv8(const LinearParams& p, bool pdl, cudaStream_t stream) {
+  static const cudaError_t attr1 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk)));
+  if (attr1 != cudaSuccess) return attr1;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.n / kGemv7Rows);
+  cfg.blockDim = dim3(p.k / kGemv7Chunk * 32);
+  cfg.dynamicSmemBytes = gemv8_smem_bytes(p.k);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1>, p)) return e;
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::quant::gpu
