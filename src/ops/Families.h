@@ -10,5 +10,6 @@ void register_normalization(OpTable& table);  // Normalization.cpp
 void register_data_movement(OpTable& table);  // DataMovement*.cpp
 void register_contraction(OpTable& table);    // Contraction.cpp, Pooling.cpp
 void register_quant(OpTable& table);          // QuantLinear.cpp
+void register_quantization(OpTable& table);   // Quantization.cpp
 
 }  // namespace kiln::ops

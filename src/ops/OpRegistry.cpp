@@ -10,6 +10,7 @@ static OpTable make_table() {
   register_data_movement(table);
   register_contraction(table);
   register_quant(table);
+  register_quantization(table);
   return table;
 }
 

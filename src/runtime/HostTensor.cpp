@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kiln/ir/SmallFloat.h"
 #include "kiln/support/Error.h"
 
 namespace kiln {
@@ -14,7 +15,7 @@ HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype),
     KILN_ASSERT(d >= 0, "negative dimension");
     n *= d;
   }
-  data_ = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * dtype_bytes(dtype_));
+  data_ = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(dtype_storage_bytes(dtype_, n)));
 }
 
 int64_t HostTensor::num_elements() const {
@@ -60,7 +61,18 @@ uint16_t float_to_bfloat16_bits(float f) {
 
 float bfloat16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
+uint32_t HostTensor::nibble(int64_t i) const { return (data()[i / 2] >> (4 * (i % 2))) & 0x0fu; }
+
+void HostTensor::set_nibble(int64_t i, uint32_t v) {
+  uint8_t& byte = data()[i / 2];
+  const int shift = 4 * static_cast<int>(i % 2);
+  byte = static_cast<uint8_t>((byte & ~(0x0fu << shift)) | ((v & 0x0fu) << shift));
+}
+
 double HostTensor::get_double(int64_t i) const {
+  if (is_small_float(dtype_)) {
+    return small_float_decode(dtype_, dtype_ == DType::Float4E2M1 ? nibble(i) : data()[i]);
+  }
   switch (dtype_) {
     case DType::Bool: return data_as<uint8_t>()[i] != 0;
     case DType::Int8: return data_as<int8_t>()[i];
@@ -90,11 +102,20 @@ int64_t HostTensor::get_int(int64_t i) const {
     case DType::UInt16: return data_as<uint16_t>()[i];
     case DType::UInt32: return data_as<uint32_t>()[i];
     case DType::UInt64: return static_cast<int64_t>(data_as<uint64_t>()[i]);
+    case DType::Int4: return static_cast<int64_t>(nibble(i) ^ 8u) - 8;
+    case DType::UInt4: return nibble(i);
     default: return static_cast<int64_t>(get_double(i));
   }
 }
 
 void HostTensor::set_double(int64_t i, double v) {
+  if (is_small_float(dtype_)) {
+    // A store is not a cast: values come rounded, and E5M2 infinities stay infinite.
+    const uint32_t bits = small_float_encode(dtype_, v, /*saturate=*/false);
+    if (dtype_ == DType::Float4E2M1) set_nibble(i, bits);
+    else data()[i] = static_cast<uint8_t>(bits);
+    return;
+  }
   switch (dtype_) {
     case DType::Float16: data_as<uint16_t>()[i] = float_to_half_bits(static_cast<float>(v)); return;
     case DType::BFloat16: data_as<uint16_t>()[i] = float_to_bfloat16_bits(static_cast<float>(v)); return;
@@ -116,6 +137,8 @@ void HostTensor::set_int(int64_t i, int64_t v) {
     case DType::UInt16: data_as<uint16_t>()[i] = static_cast<uint16_t>(v); return;
     case DType::UInt32: data_as<uint32_t>()[i] = static_cast<uint32_t>(v); return;
     case DType::UInt64: data_as<uint64_t>()[i] = static_cast<uint64_t>(v); return;
+    case DType::Int4:
+    case DType::UInt4: set_nibble(i, static_cast<uint32_t>(v)); return;
     default: set_double(i, static_cast<double>(v)); return;
   }
 }

@@ -24,7 +24,7 @@ namespace kiln {
 // the opset it last changed), and definitions whose older forms differ check ctx.opset() and
 // report the older form as unsupported.
 inline constexpr int64_t kMinOpset = 1;
-inline constexpr int64_t kMaxOpset = 21;
+inline constexpr int64_t kMaxOpset = 25;
 
 // Loads `path`; external data files are looked up relative to the model's folder.
 Graph load_onnx(const std::string& path);
