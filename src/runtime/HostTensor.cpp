@@ -110,8 +110,14 @@ int64_t HostTensor::get_int(int64_t i) const {
 
 void HostTensor::set_double(int64_t i, double v) {
   if (is_small_float(dtype_)) {
-    // A store is not a cast: values come rounded, and E5M2 infinities stay infinite.
-    const uint32_t bits = small_float_encode(dtype_, v, /*saturate=*/false);
+    // A store is not a cast: values come rounded, and E5M2 infinities stay infinite. E8M0
+    // values are powers of two, stored by their exponent (the cast encoder reads float32
+    // exponent fields, and 2^-127 is a float32 subnormal).
+    int exp = 0;
+    const bool e8m0_power = dtype_ == DType::Float8E8M0 && std::frexp(v, &exp) == 0.5 && exp - 1 >= -127 &&
+                            exp - 1 <= 127;
+    const uint32_t bits = e8m0_power ? static_cast<uint32_t>(exp - 1 + 127)
+                                     : small_float_encode(dtype_, v, /*saturate=*/false);
     if (dtype_ == DType::Float4E2M1) set_nibble(i, bits);
     else data()[i] = static_cast<uint8_t>(bits);
     return;
