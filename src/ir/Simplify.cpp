@@ -41,6 +41,8 @@ int64_t wrap_to_type(DType t, int64_t value) {
     case DType::UInt32: return static_cast<uint32_t>(value);
     case DType::Int4: return static_cast<int64_t>((static_cast<uint64_t>(value) & 0xfu) ^ 8u) - 8;
     case DType::UInt4: return static_cast<int64_t>(static_cast<uint64_t>(value) & 0xfu);
+    case DType::Int2: return static_cast<int64_t>((static_cast<uint64_t>(value) & 0x3u) ^ 2u) - 2;
+    case DType::UInt2: return static_cast<int64_t>(static_cast<uint64_t>(value) & 0x3u);
     default: return value;
   }
 }

@@ -255,8 +255,8 @@ class Importer {
     const std::string what = std::string(role) + " '" + vi.name() + "'";
     const std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
     if (!dtype) {
-      unsupported("{}: data type {} is not supported; expected float, float16, bfloat16, double, int4-64, "
-                  "uint4-64, bool, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0) or float4e2m1",
+      unsupported("{}: data type {} is not supported; expected float, float16, bfloat16, double, int2-64, "
+                  "uint2-64, bool, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0) or float4e2m1",
                  what, onnx_data_type_name(tt.elem_type()));
     }
     TensorType type{.dtype = *dtype, .shape = {}};

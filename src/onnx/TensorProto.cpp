@@ -103,16 +103,23 @@ void check_count(const Field& field, int64_t n, const char* field_name, const st
   }
 }
 
+// The unused high bits of a packed tensor's last byte (a count that does not fill it).
+void clear_padding(HostTensor& t, int64_t n) {
+  const int64_t used_bits = n * dtype_bits(t.dtype()) % 8;
+  if (used_bits != 0) t.data()[t.num_bytes() - 1] &= static_cast<uint8_t>((1u << used_bits) - 1);
+}
+
 // Values from int32_data: the low bits of each int32 are the element's bit pattern (float16,
-// bfloat16, float8) or its value (small integers, bool); 4-bit dtypes hold two elements per
-// int32, packed like raw_data (element 2k in the low nibble).
+// bfloat16, float8) or its value (small integers, bool); 4- and 2-bit dtypes hold one packed
+// byte per int32 (two or four elements), packed like raw_data.
 HostTensor from_int32_data(const onnx::TensorProto& proto, DType dtype, std::vector<int64_t> shape,
                            int64_t n, const std::string& what) {
   if (is_packed(dtype)) {
-    check_count(proto.int32_data(), (n + 1) / 2, "int32_data", what);
+    const int64_t bytes = dtype_storage_bytes(dtype, n);
+    check_count(proto.int32_data(), bytes, "int32_data", what);
     HostTensor t(dtype, std::move(shape));
-    for (int64_t k = 0; k < (n + 1) / 2; ++k) t.data()[k] = static_cast<uint8_t>(proto.int32_data(static_cast<int>(k)));
-    if (n % 2) t.data()[n / 2] &= 0x0fu;  // the unused high nibble of an odd count
+    for (int64_t k = 0; k < bytes; ++k) t.data()[k] = static_cast<uint8_t>(proto.int32_data(static_cast<int>(k)));
+    clear_padding(t, n);
     return t;
   }
   check_count(proto.int32_data(), n, "int32_data", what);
@@ -162,7 +169,9 @@ HostTensor from_int32_data(const onnx::TensorProto& proto, DType dtype, std::vec
   X(FLOAT8E8M0, Float8E8M0)                      \
   X(UINT4, UInt4)                                \
   X(INT4, Int4)                                  \
-  X(FLOAT4E2M1, Float4E2M1)
+  X(FLOAT4E2M1, Float4E2M1)                      \
+  X(UINT2, UInt2)                                \
+  X(INT2, Int2)
 
 std::optional<DType> dtype_from_onnx(int32_t data_type) {
   switch (data_type) {
@@ -196,7 +205,7 @@ HostTensor tensor_from_proto(const onnx::TensorProto& proto, const ExternalDataS
   const std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
   if (!dtype) {
     user_error("{}: data type {} is not supported; expected one of float, float16, bfloat16, double, "
-               "int4-64, uint4-64, bool, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1",
+               "int2-64, uint2-64, bool, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1",
                what, onnx_data_type_name(proto.data_type()));
   }
   if (proto.has_segment()) user_error("{}: segmented tensors are not supported", what);
@@ -218,7 +227,7 @@ HostTensor tensor_from_proto(const onnx::TensorProto& proto, const ExternalDataS
     }
     HostTensor t(*dtype, std::move(shape));
     if (num_bytes > 0) std::memcpy(t.data(), raw.data(), raw.size());
-    if (is_packed(*dtype) && n % 2) t.data()[n / 2] &= 0x0fu;  // the unused high nibble
+    if (is_packed(*dtype)) clear_padding(t, n);
     return t;
   }
 

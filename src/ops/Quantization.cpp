@@ -102,6 +102,8 @@ std::pair<int64_t, int64_t> int_range(DType d) {
     case DType::Int16: return {-32768, 32767};
     case DType::UInt4: return {0, 15};
     case DType::Int4: return {-8, 7};
+    case DType::UInt2: return {0, 3};
+    case DType::Int2: return {-2, 1};
     default: return {0, 0};
   }
 }
@@ -155,7 +157,7 @@ std::vector<te::Tensor> quantize_linear(OpContext& ctx) {
     out = zp;
   }
   if (!is_quant_int(out) && !is_float8(out) && out != DType::Float4E2M1) {
-    ctx.fail("the output type {} is not a quantized type; expected (u)int4, (u)int8, (u)int16, float8 or float4e2m1",
+    ctx.fail("the output type {} is not a quantized type; expected (u)int2, (u)int4, (u)int8, (u)int16, float8 or float4e2m1",
              dtype_name(out));
   }
   const QuantParam s = quant_param(ctx, scale, x, axis, block, "input 'y_scale'");
@@ -181,7 +183,7 @@ std::vector<te::Tensor> dequantize_linear(OpContext& ctx) {
   const te::Tensor& scale = ctx.input(1);
   const DType xt = x.dtype();
   if (!is_quant_int(xt) && !is_float8(xt) && xt != DType::Float4E2M1 && xt != DType::Int32) {
-    ctx.fail("input 'x' is {}; expected (u)int4, (u)int8, (u)int16, int32, float8 or float4e2m1", dtype_name(xt));
+    ctx.fail("input 'x' is {}; expected (u)int2, (u)int4, (u)int8, (u)int16, int32, float8 or float4e2m1", dtype_name(xt));
   }
   check_dtype(ctx, scale, "input 'x_scale'", {DType::Float32, DType::Float16, DType::BFloat16});
   const int64_t axis = ctx.node().attr_int("axis", 1), block = ctx.node().attr_int("block_size", 0);

@@ -61,17 +61,23 @@ uint16_t float_to_bfloat16_bits(float f) {
 
 float bfloat16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
-uint32_t HostTensor::nibble(int64_t i) const { return (data()[i / 2] >> (4 * (i % 2))) & 0x0fu; }
+uint32_t HostTensor::packed(int64_t i) const {
+  const int bits = dtype_bits(dtype_), per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  return (data()[i / per_byte] >> (bits * static_cast<int>(i % per_byte))) & mask;
+}
 
-void HostTensor::set_nibble(int64_t i, uint32_t v) {
-  uint8_t& byte = data()[i / 2];
-  const int shift = 4 * static_cast<int>(i % 2);
-  byte = static_cast<uint8_t>((byte & ~(0x0fu << shift)) | ((v & 0x0fu) << shift));
+void HostTensor::set_packed(int64_t i, uint32_t v) {
+  const int bits = dtype_bits(dtype_), per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  uint8_t& byte = data()[i / per_byte];
+  const int shift = bits * static_cast<int>(i % per_byte);
+  byte = static_cast<uint8_t>((byte & ~(mask << shift)) | ((v & mask) << shift));
 }
 
 double HostTensor::get_double(int64_t i) const {
   if (is_small_float(dtype_)) {
-    return small_float_decode(dtype_, dtype_ == DType::Float4E2M1 ? nibble(i) : data()[i]);
+    return small_float_decode(dtype_, dtype_ == DType::Float4E2M1 ? packed(i) : data()[i]);
   }
   switch (dtype_) {
     case DType::Bool: return data_as<uint8_t>()[i] != 0;
@@ -102,8 +108,10 @@ int64_t HostTensor::get_int(int64_t i) const {
     case DType::UInt16: return data_as<uint16_t>()[i];
     case DType::UInt32: return data_as<uint32_t>()[i];
     case DType::UInt64: return static_cast<int64_t>(data_as<uint64_t>()[i]);
-    case DType::Int4: return static_cast<int64_t>(nibble(i) ^ 8u) - 8;
-    case DType::UInt4: return nibble(i);
+    case DType::Int4: return static_cast<int64_t>(packed(i) ^ 8u) - 8;
+    case DType::UInt4: return packed(i);
+    case DType::Int2: return static_cast<int64_t>(packed(i) ^ 2u) - 2;
+    case DType::UInt2: return packed(i);
     default: return static_cast<int64_t>(get_double(i));
   }
 }
@@ -118,7 +126,7 @@ void HostTensor::set_double(int64_t i, double v) {
                             exp - 1 <= 127;
     const uint32_t bits = e8m0_power ? static_cast<uint32_t>(exp - 1 + 127)
                                      : small_float_encode(dtype_, v, /*saturate=*/false);
-    if (dtype_ == DType::Float4E2M1) set_nibble(i, bits);
+    if (dtype_ == DType::Float4E2M1) set_packed(i, bits);
     else data()[i] = static_cast<uint8_t>(bits);
     return;
   }
@@ -144,7 +152,9 @@ void HostTensor::set_int(int64_t i, int64_t v) {
     case DType::UInt32: data_as<uint32_t>()[i] = static_cast<uint32_t>(v); return;
     case DType::UInt64: data_as<uint64_t>()[i] = static_cast<uint64_t>(v); return;
     case DType::Int4:
-    case DType::UInt4: set_nibble(i, static_cast<uint32_t>(v)); return;
+    case DType::UInt4:
+    case DType::Int2:
+    case DType::UInt2: set_packed(i, static_cast<uint32_t>(v)); return;
     default: set_double(i, static_cast<double>(v)); return;
   }
 }

@@ -48,6 +48,22 @@ TEST(PackedTensor, UInt4AndFloat4FromInt32Data) {
   EXPECT_EQ(g.get_double(1), -3.0);
 }
 
+TEST(PackedTensor, Int2FourPerByte) {
+  onnx::TensorProto p = packed(onnx::TensorProto::INT2, {5});
+  const char raw[] = {static_cast<char>(0b10'01'11'00), static_cast<char>(0b111111'01)};  // 0 -1 1 -2 | 1
+  p.set_raw_data(raw, 2);
+  const HostTensor t = tensor_from_proto(p, {}, "initializer 't'");
+  EXPECT_EQ(t.dtype(), DType::Int2);
+  const int64_t expected[] = {0, -1, 1, -2, 1};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(t.get_int(i), expected[i]) << "element " << i;
+  EXPECT_EQ(t.data()[1], 0x01) << "the padding bits of the last byte are cleared";
+
+  onnx::TensorProto u = packed(onnx::TensorProto::UINT2, {4});
+  u.add_int32_data(0b11'10'01'00);
+  const HostTensor v = tensor_from_proto(u, {}, "initializer 'u'");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(v.get_int(i), i);
+}
+
 TEST(PackedTensor, StoresKeepTheOtherNibble) {
   HostTensor t(DType::Int4, {3});
   t.set_int(0, -3);
