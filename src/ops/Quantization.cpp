@@ -1,6 +1,6 @@
 // Linear quantization: QuantizeLinear and DequantizeLinear (per tensor, per axis, blocked; every
 // opset's attributes: axis, block_size, saturate, output_dtype, precision),
-// DynamicQuantizeLinear, MatMulInteger, QLinearMatMul.
+// DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
 //
 // Rounding follows the onnx package's reference implementation: x / scale is computed in the
 // precision (or the scale's type; float64 for integer x, as numpy promotes), rounded half to even,
@@ -11,6 +11,7 @@
 #include "Elementwise.h"
 #include "Families.h"
 #include "IndexMath.h"
+#include "Windows.h"
 #include "kiln/ir/Simplify.h"
 #include "kiln/ir/SmallFloat.h"
 #include "kiln/onnx/Proto.h"
@@ -344,9 +345,99 @@ std::vector<te::Tensor> qlinear_matmul(OpContext& ctx) {
   })};
 }
 
+// sum over input channels (of the group) and the window of (x - x_zp) * (w - w_zp) in int32:
+// padding contributes 0 (the reference pads x - x_zp with zeros). w_zp per tensor or per output
+// channel. `finish` maps the sum at output index i to the output.
+using ConvFinish = std::function<Expr(const Expr& acc, const std::vector<Expr>& i)>;
+te::Tensor integer_conv(OpContext& ctx, const te::Tensor& x, const te::Tensor& w, const te::Tensor* x_zp,
+                        const te::Tensor* w_zp, const ConvFinish& finish) {
+  check_dtype(ctx, x, "input 'x'", k8BitTypes);
+  check_dtype(ctx, w, "input 'w'", k8BitTypes);
+  if (x.ndim() < 3 || w.ndim() != x.ndim()) {
+    ctx.fail("x {} and w {} must have equal rank of 3 or more (N, C, spatial...)", shape_text(x.shape()),
+             shape_text(w.shape()));
+  }
+  const int64_t group = ctx.node().attr_int("group", 1);
+  if (group <= 0) ctx.fail("attribute 'group' must be positive, got {}", group);
+  std::vector<int64_t> kernel = ctx.node().attr_ints("kernel_shape", {});
+  if (kernel.empty()) {
+    for (int d = 2; d < w.ndim(); ++d) {
+      const auto c = as_const_int(w.shape(d));
+      if (!c) ctx.fail("the weight {} has a symbolic kernel size; give attribute 'kernel_shape'", shape_text(w.shape()));
+      kernel.push_back(*c);
+    }
+  }
+  const std::vector<Expr> spatial(x.shape().begin() + 2, x.shape().end());
+  const WindowGeometry g = window_geometry(ctx, spatial, kernel, false);
+  std::vector<Expr> shape = {x.shape(0), w.shape(0)};
+  shape.insert(shape.end(), g.out.begin(), g.out.end());
+  const Expr group_channels = w.shape(1);
+  const Expr per_group_out = simplify(w.shape(0) / Expr(group));
+  auto zp_at = [](const te::Tensor* zp, const Expr& channel) {
+    if (!zp) return make_zero(kI32);
+    const auto n = num_elements(*zp);
+    std::vector<Expr> idx(zp->ndim(), Expr(0));
+    if (zp->ndim() > 0 && !(n && *n == 1)) idx.back() = channel;
+    return cast(kI32, (*zp)(idx));
+  };
+  te::Tensor acc = te::compute(ctx.stage_name("acc"), shape, [&](const std::vector<Expr>& i) {
+    IterVar rc = te::reduce_axis(group_channels, ctx.stage_name("c"));
+    std::vector<IterVar> axes = {rc};
+    const Expr ch = group == 1 ? rc.var : (i[1] / per_group_out) * group_channels + rc.var;
+    std::vector<Expr> xi = {i[0], ch}, wi = {i[1], rc.var};
+    Expr cond = make_bool(true);
+    for (size_t d = 0; d < spatial.size(); ++d) {
+      IterVar k = te::reduce_axis(Expr(g.kernel[d]), ctx.stage_name("k" + std::to_string(d)));
+      axes.push_back(k);
+      const Expr pos = window_position(g, static_cast<int>(d), i[2 + d], k.var);
+      cond = cond && inside(pos, spatial[d]);
+      xi.push_back(pos);
+      wi.push_back(k.var);
+    }
+    const Expr xv = cast(kI32, x(xi)) - zp_at(x_zp, Expr(0));
+    const Expr wv = cast(kI32, w(wi)) - zp_at(w_zp, i[1]);
+    return te::sum(xv * wv, axes, simplify(cond));
+  });
+  return te::compute(
+      ctx.output_name(0), shape, [&](const std::vector<Expr>& i) { return finish(acc(i), i); }, ctx.node().describe());
+}
+
+std::vector<te::Tensor> conv_integer(OpContext& ctx) {
+  const te::Tensor* x_zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const te::Tensor* w_zp = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  return {integer_conv(ctx, ctx.input(0), ctx.input(1), x_zp, w_zp,
+                       [](const Expr& acc, const std::vector<Expr>&) { return acc; })};
+}
+
+// QLinearConv: x, x_scale, x_zp, w, w_scale (per tensor or per output channel), w_zp, y_scale,
+// y_zp, optional int32 bias B; as the reference: (acc + B) * (x_scale * w_scale / y_scale),
+// rounded half to even, plus y_zp, clamped.
+std::vector<te::Tensor> qlinear_conv(OpContext& ctx) {
+  const te::Tensor &x_scale = ctx.input(1), &w_scale = ctx.input(4), &y_scale = ctx.input(6);
+  const te::Tensor* x_zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const te::Tensor* w_zp = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+  const bool has_y_zp = ctx.has_input(7), has_bias = ctx.has_input(8);
+  const DType out = has_y_zp ? ctx.input(7).dtype() : ctx.input(0).dtype();
+  auto per = [](const te::Tensor& t, const Expr& at) {
+    const auto n = num_elements(t);
+    std::vector<Expr> idx(t.ndim(), Expr(0));
+    if (t.ndim() > 0 && !(n && *n == 1)) idx.back() = at;
+    return t(idx);
+  };
+  return {integer_conv(ctx, ctx.input(0), ctx.input(3), x_zp, w_zp, [&](const Expr& acc, const std::vector<Expr>& i) {
+    Expr sum = acc;
+    if (has_bias) sum = sum + cast(kI32, ctx.input(8)({i[1]}));
+    const Expr multiplier = cast(kF32, per(x_scale, Expr(0))) * cast(kF32, per(w_scale, i[1])) / cast(kF32, per(y_scale, Expr(0)));
+    const Expr d = cast(kF64, sum) * cast(kF64, multiplier);
+    return round_clamp(d, has_y_zp ? per(ctx.input(7), Expr(0)) : Expr(), out);
+  })};
+}
+
 }  // namespace
 
 void register_quantization(OpTable& table) {
+  table.add(OpKind::ConvInteger, conv_integer);
+  table.add(OpKind::QLinearConv, qlinear_conv);
   table.add(OpKind::QuantizeLinear, quantize_linear);
   table.add(OpKind::DequantizeLinear, dequantize_linear);
   table.add(OpKind::DynamicQuantizeLinear, dynamic_quantize_linear);
