@@ -4,7 +4,7 @@
 set -euo pipefail
 debs=(
   cmake ninja-build g++ clang libclang-rt-14-dev   # build; clang for the libFuzzer target
-  libprotobuf-dev protobuf-compiler libonnx-dev     # ONNX protobuf classes (onnx-ml.pb.h)
+  libprotobuf-dev protobuf-compiler                 # ONNX protobuf classes, generated from the onnx wheel's schema
   libonnx-testdata                                  # ONNX backend node tests: the conformance suite
   libdlpack-dev                                     # DLTensor, the kernel contract's tensor type
   nlohmann-json3-dev                                # signatures, reports, tuning records
@@ -21,5 +21,7 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# Test tooling only: onnx (Python) builds the example models, numpy checks results.
+# onnx (Python): its onnx-ml.proto is the schema kiln's protobuf classes are generated from at
+# build time (src/onnx/OnnxProto.cmake); it also builds the example models and writes its node
+# test cases for the conformance suite. numpy checks results.
 python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements-dev.txt"

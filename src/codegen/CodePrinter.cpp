@@ -235,16 +235,27 @@ std::string CodePrinter::type_name(Type t) {
     case DType::BFloat16: return half_type_name(t.dtype);
     case DType::Float32: return "float";
     case DType::Float64: return "double";
-    default: unsupported("{} code generation has no type for {}", target_name(target_), dtype_name(t.dtype));
+    case DType::Float8E4M3: return "kiln::float8_e4m3fn_t";
+    case DType::Float8E4M3FNUZ: return "kiln::float8_e4m3fnuz_t";
+    case DType::Float8E5M2: return "kiln::float8_e5m2_t";
+    case DType::Float8E5M2FNUZ: return "kiln::float8_e5m2fnuz_t";
+    case DType::Float8E8M0: return "kiln::float8_e8m0_t";
+    case DType::Float4E2M1: return "kiln::float4_e2m1_t";  // in registers; packed tensors have no C type
+    default: unsupported("{} code generation has no type for {} (packed 4-/2-bit tensors are not generated yet)",
+                         target_name(target_), dtype_name(t.dtype));
   }
 }
 
 std::string CodePrinter::buffer_pointer_type(const Buffer& b, bool is_const) {
+  if (is_packed(b->dtype)) {
+    unsupported("{} code generation of packed {} tensors ('{}') is not supported yet", target_name(target_),
+                dtype_name(b->dtype), b->name);
+  }
   return std::string(is_const ? "const " : "") + type_name(b->dtype) + "* __restrict__";
 }
 
 std::string CodePrinter::float_const(Type t, double v) {
-  const bool half = t.dtype == DType::Float16 || t.dtype == DType::BFloat16;
+  const bool half = t.dtype == DType::Float16 || t.dtype == DType::BFloat16 || is_small_float(t.dtype);
   const std::string compute = t.dtype == DType::Float64 ? "double" : "float";
   std::string text;
   if (std::isnan(v)) {
@@ -281,7 +292,8 @@ std::string CodePrinter::int_const(Type t, int64_t v) {
 
 namespace {
 
-bool is_half(Type t) { return t.dtype == DType::Float16 || t.dtype == DType::BFloat16; }
+// Types computed in float: float16, bfloat16 and the float8/float4 formats.
+bool is_half(Type t) { return t.dtype == DType::Float16 || t.dtype == DType::BFloat16 || is_small_float(t.dtype); }
 // Integer types narrower than int: C promotes them, so results are cast back to wrap as the IR does.
 bool is_narrow_int(Type t) { return (t.is_int() || t.is_uint()) && t.bits() < 32; }
 

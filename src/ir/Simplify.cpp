@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/ir/Equality.h"
+#include "kiln/ir/SmallFloat.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/runtime/HostTensor.h"
@@ -14,8 +15,19 @@ double round_to_type(DType t, double value) {
     case DType::Float16: return half_bits_to_float(float_to_half_bits(static_cast<float>(value)));
     case DType::BFloat16: return bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(value)));
     case DType::Float32: return static_cast<float>(value);
-    default: return value;
+    case DType::Float64: return value;
+    default:
+      if (is_small_float(t)) {
+        const bool keeps_inf = t == DType::Float8E5M2 && std::isinf(value);
+        return keeps_inf ? value : small_float_decode(t, small_float_encode(t, value));
+      }
+      return value;
   }
+}
+
+double cast_to_type(DType t, double value) {
+  if (is_small_float(t)) return small_float_decode(t, small_float_encode(t, value, /*saturate=*/true));
+  return round_to_type(t, value);
 }
 
 int64_t wrap_to_type(DType t, int64_t value) {
@@ -27,6 +39,10 @@ int64_t wrap_to_type(DType t, int64_t value) {
     case DType::UInt8: return static_cast<uint8_t>(value);
     case DType::UInt16: return static_cast<uint16_t>(value);
     case DType::UInt32: return static_cast<uint32_t>(value);
+    case DType::Int4: return static_cast<int64_t>((static_cast<uint64_t>(value) & 0xfu) ^ 8u) - 8;
+    case DType::UInt4: return static_cast<int64_t>(static_cast<uint64_t>(value) & 0xfu);
+    case DType::Int2: return static_cast<int64_t>((static_cast<uint64_t>(value) & 0x3u) ^ 2u) - 2;
+    case DType::UInt2: return static_cast<int64_t>(static_cast<uint64_t>(value) & 0x3u);
     default: return value;
   }
 }
@@ -55,7 +71,7 @@ class Simplifier : public IRMutator {
     Expr v = mutate(op->value);
     const Type t = op->type;
     if (is_scalar_const(v) && t.is_scalar()) {
-      if (t.is_float()) return float_const(t, as_double(v));
+      if (t.is_float()) return FloatImm::make(t, cast_to_type(t.dtype, as_double(v)));
       if (t.is_bool()) return make_bool(as_double(v) != 0);
       if (const IntImm* i = v.as<IntImm>()) return int_const(t, i->value);
       const double d = as_double(v);

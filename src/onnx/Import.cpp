@@ -53,12 +53,29 @@ class Importer {
                   "kiln supports ai.onnx opsets {} to {}",
                   kMinOpset, kMaxOpset);
     }
-    if (*opset < kMinOpset || *opset > kMaxOpset) {
-      user_error("the model uses ai.onnx opset {}; kiln supports opsets {} to {} (convert it with "
-                 "onnx.version_converter)",
-                 *opset, kMinOpset, kMaxOpset);
+    if (*opset < kMinOpset) {
+      user_error("the model uses ai.onnx opset {}{}; expected an opset from {} to {}", *opset,
+                 first_default_domain_node(), kMinOpset, kMaxOpset);
+    }
+    if (*opset > kMaxOpset) {  // a valid model newer than kiln: unsupported, not wrong
+      unsupported("the model uses ai.onnx opset {}{}; kiln supports opsets {} to {} (convert it with "
+                  "onnx.version_converter)",
+                  *opset, first_default_domain_node(), kMinOpset, kMaxOpset);
     }
     return *opset;
+  }
+
+  // " (first node: 'name' (OpType))" for the out-of-range opset message, or "" for a graph
+  // without ai.onnx nodes.
+  std::string first_default_domain_node() const {
+    const onnx::GraphProto& g = model_.graph();
+    for (int i = 0; i < g.node_size(); ++i) {
+      const onnx::NodeProto& n = g.node(i);
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
+      return " (first node: '" + name + "' (" + n.op_type() + "))";
+    }
+    return "";
   }
 
   int add_value(const std::string& name, const std::string& what) {
@@ -238,8 +255,8 @@ class Importer {
     const std::string what = std::string(role) + " '" + vi.name() + "'";
     const std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
     if (!dtype) {
-      unsupported("{}: data type {} is not supported; expected float, float16, bfloat16, double, int8-64, "
-                 "uint8-64 or bool",
+      unsupported("{}: data type {} is not supported; expected float, float16, bfloat16, double, int2-64, "
+                  "uint2-64, bool, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0) or float4e2m1",
                  what, onnx_data_type_name(tt.elem_type()));
     }
     TensorType type{.dtype = *dtype, .shape = {}};

@@ -14,10 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Codes newer than Debian's onnx.proto (1.12) has names for.
-constexpr int32_t kFloat8E4M3FN = 17;
-constexpr int32_t kFloat8E8M0 = 24;
-
 int64_t checked_num_elements(const onnx::TensorProto& proto, const std::string& what) {
   int64_t n = 1;
   for (int64_t d : proto.dims()) {
@@ -107,10 +103,25 @@ void check_count(const Field& field, int64_t n, const char* field_name, const st
   }
 }
 
+// The unused high bits of a packed tensor's last byte (a count that does not fill it).
+void clear_padding(HostTensor& t, int64_t n) {
+  const int64_t used_bits = n * dtype_bits(t.dtype()) % 8;
+  if (used_bits != 0) t.data()[t.num_bytes() - 1] &= static_cast<uint8_t>((1u << used_bits) - 1);
+}
+
 // Values from int32_data: the low bits of each int32 are the element's bit pattern (float16,
-// bfloat16, float8) or its value (small integers, bool).
+// bfloat16, float8) or its value (small integers, bool); 4- and 2-bit dtypes hold one packed
+// byte per int32 (two or four elements), packed like raw_data.
 HostTensor from_int32_data(const onnx::TensorProto& proto, DType dtype, std::vector<int64_t> shape,
                            int64_t n, const std::string& what) {
+  if (is_packed(dtype)) {
+    const int64_t bytes = dtype_storage_bytes(dtype, n);
+    check_count(proto.int32_data(), bytes, "int32_data", what);
+    HostTensor t(dtype, std::move(shape));
+    for (int64_t k = 0; k < bytes; ++k) t.data()[k] = static_cast<uint8_t>(proto.int32_data(static_cast<int>(k)));
+    clear_padding(t, n);
+    return t;
+  }
   check_count(proto.int32_data(), n, "int32_data", what);
   HostTensor t(dtype, std::move(shape));
   for (int64_t i = 0; i < n; ++i) {
@@ -122,6 +133,9 @@ HostTensor from_int32_data(const onnx::TensorProto& proto, DType dtype, std::vec
       case DType::Int32: t.data_as<int32_t>()[i] = v; break;
       case DType::UInt8:
       case DType::Float8E4M3:
+      case DType::Float8E4M3FNUZ:
+      case DType::Float8E5M2:
+      case DType::Float8E5M2FNUZ:
       case DType::Float8E8M0: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
       case DType::UInt16:
       case DType::Float16:
@@ -134,55 +148,55 @@ HostTensor from_int32_data(const onnx::TensorProto& proto, DType dtype, std::vec
 
 }  // namespace
 
+#define KILN_ONNX_DTYPES(X)                      \
+  X(FLOAT, Float32)                              \
+  X(UINT8, UInt8)                                \
+  X(INT8, Int8)                                  \
+  X(UINT16, UInt16)                              \
+  X(INT16, Int16)                                \
+  X(INT32, Int32)                                \
+  X(INT64, Int64)                                \
+  X(BOOL, Bool)                                  \
+  X(FLOAT16, Float16)                            \
+  X(DOUBLE, Float64)                             \
+  X(UINT32, UInt32)                              \
+  X(UINT64, UInt64)                              \
+  X(BFLOAT16, BFloat16)                          \
+  X(FLOAT8E4M3FN, Float8E4M3)                    \
+  X(FLOAT8E4M3FNUZ, Float8E4M3FNUZ)              \
+  X(FLOAT8E5M2, Float8E5M2)                      \
+  X(FLOAT8E5M2FNUZ, Float8E5M2FNUZ)              \
+  X(FLOAT8E8M0, Float8E8M0)                      \
+  X(UINT4, UInt4)                                \
+  X(INT4, Int4)                                  \
+  X(FLOAT4E2M1, Float4E2M1)                      \
+  X(UINT2, UInt2)                                \
+  X(INT2, Int2)
+
 std::optional<DType> dtype_from_onnx(int32_t data_type) {
   switch (data_type) {
-    case onnx::TensorProto::FLOAT: return DType::Float32;
-    case onnx::TensorProto::UINT8: return DType::UInt8;
-    case onnx::TensorProto::INT8: return DType::Int8;
-    case onnx::TensorProto::UINT16: return DType::UInt16;
-    case onnx::TensorProto::INT16: return DType::Int16;
-    case onnx::TensorProto::INT32: return DType::Int32;
-    case onnx::TensorProto::INT64: return DType::Int64;
-    case onnx::TensorProto::BOOL: return DType::Bool;
-    case onnx::TensorProto::FLOAT16: return DType::Float16;
-    case onnx::TensorProto::DOUBLE: return DType::Float64;
-    case onnx::TensorProto::UINT32: return DType::UInt32;
-    case onnx::TensorProto::UINT64: return DType::UInt64;
-    case onnx::TensorProto::BFLOAT16: return DType::BFloat16;
-    case kFloat8E4M3FN: return DType::Float8E4M3;
-    case kFloat8E8M0: return DType::Float8E8M0;
+#define KILN_FROM_ONNX(onnx_name, kiln_name) \
+  case onnx::TensorProto::onnx_name: return DType::kiln_name;
+    KILN_ONNX_DTYPES(KILN_FROM_ONNX)
+#undef KILN_FROM_ONNX
     default: return std::nullopt;
   }
 }
 
 int32_t dtype_to_onnx(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return onnx::TensorProto::FLOAT;
-    case DType::UInt8: return onnx::TensorProto::UINT8;
-    case DType::Int8: return onnx::TensorProto::INT8;
-    case DType::UInt16: return onnx::TensorProto::UINT16;
-    case DType::Int16: return onnx::TensorProto::INT16;
-    case DType::Int32: return onnx::TensorProto::INT32;
-    case DType::Int64: return onnx::TensorProto::INT64;
-    case DType::Bool: return onnx::TensorProto::BOOL;
-    case DType::Float16: return onnx::TensorProto::FLOAT16;
-    case DType::Float64: return onnx::TensorProto::DOUBLE;
-    case DType::UInt32: return onnx::TensorProto::UINT32;
-    case DType::UInt64: return onnx::TensorProto::UINT64;
-    case DType::BFloat16: return onnx::TensorProto::BFLOAT16;
-    case DType::Float8E4M3: return kFloat8E4M3FN;
-    case DType::Float8E8M0: return kFloat8E8M0;
+#define KILN_TO_ONNX(onnx_name, kiln_name) \
+  case DType::kiln_name: return onnx::TensorProto::onnx_name;
+    KILN_ONNX_DTYPES(KILN_TO_ONNX)
+#undef KILN_TO_ONNX
   }
   internal_error("dtype_to_onnx: unknown dtype");
 }
 
 std::string onnx_data_type_name(int32_t data_type) {
-  static const char* const kNewer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
-                                       "UINT4",        "INT4",           "FLOAT4E2M1", "FLOAT8E8M0"};
   if (onnx::TensorProto::DataType_IsValid(data_type)) {
     return onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(data_type));
   }
-  if (data_type >= 17 && data_type <= 24) return kNewer[data_type - 17];
   return "data type " + std::to_string(data_type);
 }
 
@@ -191,15 +205,16 @@ HostTensor tensor_from_proto(const onnx::TensorProto& proto, const ExternalDataS
   const std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
   if (!dtype) {
     user_error("{}: data type {} is not supported; expected one of float, float16, bfloat16, double, "
-               "int8-64, uint8-64, bool, float8e4m3fn, float8e8m0",
+               "int2-64, uint2-64, bool, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1",
                what, onnx_data_type_name(proto.data_type()));
   }
   if (proto.has_segment()) user_error("{}: segmented tensors are not supported", what);
   const int64_t n = checked_num_elements(proto, what);
   int64_t num_bytes = 0;
-  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_bytes(*dtype)), &num_bytes)) {
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(dtype_bits(*dtype)), &num_bytes)) {
     user_error("{}: its size in bytes overflows int64", what);
   }
+  num_bytes = dtype_storage_bytes(*dtype, n);
   std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
 
   const bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
@@ -212,6 +227,7 @@ HostTensor tensor_from_proto(const onnx::TensorProto& proto, const ExternalDataS
     }
     HostTensor t(*dtype, std::move(shape));
     if (num_bytes > 0) std::memcpy(t.data(), raw.data(), raw.size());
+    if (is_packed(*dtype)) clear_padding(t, n);
     return t;
   }
 

@@ -48,13 +48,23 @@ std::vector<te::Tensor> range(OpContext& ctx) {
   const te::Tensor& delta = ctx.input(2);
   check_same_dtype(ctx, {start, ctx.input(1), delta});
   const DType dtype = start.dtype();
-  check_dtype(ctx, start, "input 0 (start)",
-              {DType::Float32, DType::Float64, DType::Int16, DType::Int32, DType::Int64});
+  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  if (half && ctx.opset() >= 27) {
+    // Opset 27: float16/bfloat16 with stash_type 1 (the default) compute in float32.
+    if (ctx.node().attr_int("stash_type", 1) != 1) {
+      ctx.unsupported("Range over {} with stash_type {} (accumulation in {}) is not supported", dtype_name(dtype),
+                      ctx.node().attr_int("stash_type", 1), dtype_name(dtype));
+    }
+  } else {
+    check_dtype(ctx, start, "input 0 (start)",
+                {DType::Float32, DType::Float64, DType::Int16, DType::Int32, DType::Int64});
+  }
   const double s = ctx.constant_floats(0, "start").at(0), l = ctx.constant_floats(1, "limit").at(0),
                d = ctx.constant_floats(2, "delta").at(0);
   if (d == 0) ctx.fail("delta is 0");
   const int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / d)), 0);
   return {make_output(ctx, {Expr(n)}, [&](const std::vector<Expr>& i) {
+    if (half) return downcast(upcast(start({})) + cast(Type(DType::Float32), i[0]) * upcast(delta({})), dtype);
     return start({}) + cast(Type(dtype), i[0]) * delta({});
   })};
 }

@@ -254,10 +254,16 @@ std::vector<te::Tensor> space_to_depth(OpContext& ctx) {
       ctx.fail("spatial dimension {} ({}) is not a multiple of blocksize {}", d, *c, b);
     }
   }
+  // Opset 28 adds `mode` (as DepthToSpace's): DCR (default) puts the block offset outermost in
+  // the output channel, CRD the input channel.
+  const std::string mode = ctx.opset() >= 28 ? ctx.node().attr_string("mode", "DCR") : "DCR";
+  if (mode != "DCR" && mode != "CRD") ctx.fail("attribute 'mode' is '{}', expected DCR or CRD", mode);
+  const bool dcr = mode == "DCR";
   const Expr channels = x.shape(1);
   std::vector<Expr> shape = {x.shape(0), channels * Expr(b * b), x.shape(2) / Expr(b), x.shape(3) / Expr(b)};
   return {make_output(ctx, shape, [&](const std::vector<Expr>& i) {
-    Expr block = i[1] / channels, c = i[1] % channels;
+    Expr block = dcr ? i[1] / channels : i[1] % Expr(b * b);
+    Expr c = dcr ? i[1] % channels : i[1] / Expr(b * b);
     return x({i[0], c, i[2] * Expr(b) + block / Expr(b), i[3] * Expr(b) + block % Expr(b)});
   })};
 }

@@ -20,6 +20,11 @@ te::Tensor broadcast_map(OpContext& ctx, const std::vector<te::Tensor>& tensors,
 // min): element 0. UserError naming `what` when the shape is known to hold more than one value.
 ir::Expr read_scalar(const OpContext& ctx, const te::Tensor& t, const char* what);
 
+// Cast's saturate=0 for float8 `to` (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ): a value whose rounding
+// lies beyond the largest finite one becomes infinity (E5M2) or NaN, not that value. (A cast in
+// the IR is ONNX's default: round to nearest even, saturating.) Shared with QuantizeLinear.
+ir::Expr cast_float8_without_saturation(const ir::Expr& x, DType to);
+
 void register_elementwise_math(OpTable& table);   // ElementwiseMath.cpp
 void register_elementwise_logic(OpTable& table);  // ElementwiseLogic.cpp
 

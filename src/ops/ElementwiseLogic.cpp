@@ -77,8 +77,23 @@ std::vector<te::Tensor> build_bit_shift(OpContext& ctx) {
   const te::Tensor& a = ctx.input(0);
   const te::Tensor& b = ctx.input(1);
   check_same_dtype(ctx, {a, b});
-  check_dtype(ctx, a, "input 0", {DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64});
-  return {broadcast_map(ctx, {a, b}, [&](const std::vector<Expr>& v) { return call(op, v[0], v[1]); })};
+  if (ctx.opset() < 28) {
+    check_dtype(ctx, a, "input 0", {DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64});
+    return {broadcast_map(ctx, {a, b}, [&](const std::vector<Expr>& v) { return call(op, v[0], v[1]); })};
+  }
+  // Opset 28 adds signed types: right shifts are arithmetic; a shift by a negative amount or by
+  // the bit width or more gives what the sign extension alone gives (-1 for a right shift of a
+  // negative value, else 0).
+  check_dtype(ctx, a, "input 0", {DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64, DType::Int8,
+                                  DType::Int16, DType::Int32, DType::Int64});
+  const bool right = op == Intrinsic::ShiftRight;
+  return {broadcast_map(ctx, {a, b}, [&](const std::vector<Expr>& v) {
+    const Type t = v[0].type();
+    const Expr zero = make_zero(t);
+    const Expr out_of_range = v[1] < zero || v[1] >= make_const(t, t.bits());
+    const Expr fill = right && t.is_int() ? select(v[0] < zero, make_const(t, -1), zero) : zero;
+    return select(out_of_range, fill, call(op, v[0], select(out_of_range, zero, v[1])));
+  })};
 }
 
 std::vector<te::Tensor> build_is_nan(OpContext& ctx) {

@@ -2,8 +2,10 @@
 // Dropout at inference). float16/bfloat16 values are computed in float32 and stored back
 // (broadcast_map upcasts, `downcast` stores), as the CUDA code does.
 #include <cmath>
+#include <limits>
 
 #include "Elementwise.h"
+#include "kiln/ir/SmallFloat.h"
 #include "kiln/onnx/Proto.h"
 
 namespace kiln::ops {
@@ -278,13 +280,45 @@ std::vector<te::Tensor> build_round(OpContext& ctx) { return math<Intrinsic::Rou
 
 // ---- Casts and pass-through ------------------------------------------------------------------
 
-bool castable(DType d) { return d != DType::Float8E4M3 && d != DType::Float8E8M0; }
+}  // namespace
+
+Expr cast_float8_without_saturation(const Expr& x, DType to) {
+  const double max = small_float_max(to);
+  const uint32_t max_bits = small_float_encode(to, max);
+  const double quantum = max - small_float_decode(to, max_bits - 1);
+  const double mid = max + quantum / 2;  // halfway to the first value past the range
+  const bool mid_overflows = !std::isfinite(small_float_decode(to, small_float_encode(to, mid, false)));
+  const Type f32(DType::Float32);
+  const Expr f = cast(f32, x);
+  const Expr zero = make_zero(f32), limit = make_const(f32, mid);
+  const Expr a = select(f < zero, -f, f);
+  const Expr overflow = mid_overflows ? a >= limit : a > limit;
+  const double inf = std::numeric_limits<double>::infinity();
+  const Expr big = to == DType::Float8E5M2 ? select(f < zero, make_const(Type(to), -inf), make_const(Type(to), inf))
+                                           : make_const(Type(to), std::numeric_limits<double>::quiet_NaN());
+  return select(overflow, big, cast(Type(to), x));
+}
+
+namespace {
 
 te::Tensor cast_to(OpContext& ctx, const te::Tensor& x, DType to) {
-  if (!castable(x.dtype())) ctx.unsupported("casting from {} is not supported", dtype_name(x.dtype()));
-  if (!castable(to)) ctx.unsupported("casting to {} is not supported", dtype_name(to));
+  bool saturate = true;
+  if (ctx.node().has_attribute("saturate")) saturate = ctx.node().attr_int("saturate", 1) != 0;
+  const std::string round_mode = ctx.node().attr_string("round_mode", "up");
+  if (round_mode != "up" && round_mode != "down" && round_mode != "nearest") {
+    ctx.fail("attribute 'round_mode' is '{}'; expected 'up', 'down' or 'nearest'", round_mode);
+  }
+  if (to == DType::Float8E8M0 && x.dtype() != to && (round_mode != "up" || !saturate)) {
+    ctx.unsupported("casting to float8e8m0 with round_mode '{}' and saturate={} is not supported (only "
+                    "'up' with saturation)",
+                    round_mode, saturate ? 1 : 0);
+  }
+  const bool fp8 = to == DType::Float8E4M3 || to == DType::Float8E4M3FNUZ || to == DType::Float8E5M2 ||
+                   to == DType::Float8E5M2FNUZ;
+  const bool no_saturation = fp8 && !saturate && x.dtype() != to && !is_integral(x.dtype()) && !is_bool(x.dtype());
   return te::compute(
-      ctx.output_name(0), x.shape(), [&](const std::vector<Expr>& i) { return cast(Type(to), x(i)); },
+      ctx.output_name(0), x.shape(),
+      [&](const std::vector<Expr>& i) { return no_saturation ? cast_float8_without_saturation(x(i), to) : cast(Type(to), x(i)); },
       ctx.node().describe());
 }
 

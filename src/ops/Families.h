@@ -11,5 +11,6 @@ void register_data_movement(OpTable& table);  // DataMovement*.cpp
 void register_contraction(OpTable& table);    // Contraction.cpp, Pooling.cpp
 void register_quant(OpTable& table);          // QuantLinear.cpp
 void register_resampling(OpTable& table);     // Resize.cpp
+void register_quantization(OpTable& table);   // Quantization.cpp
 
 }  // namespace kiln::ops

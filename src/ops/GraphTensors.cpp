@@ -25,8 +25,7 @@ std::optional<int64_t> constant_size(const std::vector<Expr>& shape) {
 
 // Small tensors of dtypes with IR constants (not the float8 storage types) have known values.
 bool tracks_known(const HostTensor& t, const BuildOptions& options) {
-  return t.num_elements() <= options.max_known_elements && t.dtype() != DType::Float8E4M3 &&
-         t.dtype() != DType::Float8E8M0;
+  return t.num_elements() <= options.max_known_elements && !is_small_float(t.dtype());
 }
 
 std::vector<Expr> known_from_host(const HostTensor& t) {

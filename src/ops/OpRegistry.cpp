@@ -11,6 +11,7 @@ static OpTable make_table() {
   register_contraction(table);
   register_quant(table);
   register_resampling(table);
+  register_quantization(table);
   return table;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Private to package/: which nodes become which plugin, and each plugin's kernel subgraph.
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-ml.pb.h>
 
 #include <map>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // Private to package/: a plugin's kernels (one per float type) and the data its IPluginV3 needs.
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-ml.pb.h>
 
 #include <string>
 #include <vector>

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kiln/ir/SmallFloat.h"
 #include "kiln/support/Error.h"
 
 namespace kiln {
@@ -14,7 +15,7 @@ HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype),
     KILN_ASSERT(d >= 0, "negative dimension");
     n *= d;
   }
-  data_ = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * dtype_bytes(dtype_));
+  data_ = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(dtype_storage_bytes(dtype_, n)));
 }
 
 int64_t HostTensor::num_elements() const {
@@ -60,7 +61,24 @@ uint16_t float_to_bfloat16_bits(float f) {
 
 float bfloat16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
+uint32_t HostTensor::packed(int64_t i) const {
+  const int bits = dtype_bits(dtype_), per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  return (data()[i / per_byte] >> (bits * static_cast<int>(i % per_byte))) & mask;
+}
+
+void HostTensor::set_packed(int64_t i, uint32_t v) {
+  const int bits = dtype_bits(dtype_), per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  uint8_t& byte = data()[i / per_byte];
+  const int shift = bits * static_cast<int>(i % per_byte);
+  byte = static_cast<uint8_t>((byte & ~(mask << shift)) | ((v & mask) << shift));
+}
+
 double HostTensor::get_double(int64_t i) const {
+  if (is_small_float(dtype_)) {
+    return small_float_decode(dtype_, dtype_ == DType::Float4E2M1 ? packed(i) : data()[i]);
+  }
   switch (dtype_) {
     case DType::Bool: return data_as<uint8_t>()[i] != 0;
     case DType::Int8: return data_as<int8_t>()[i];
@@ -90,11 +108,28 @@ int64_t HostTensor::get_int(int64_t i) const {
     case DType::UInt16: return data_as<uint16_t>()[i];
     case DType::UInt32: return data_as<uint32_t>()[i];
     case DType::UInt64: return static_cast<int64_t>(data_as<uint64_t>()[i]);
+    case DType::Int4: return static_cast<int64_t>(packed(i) ^ 8u) - 8;
+    case DType::UInt4: return packed(i);
+    case DType::Int2: return static_cast<int64_t>(packed(i) ^ 2u) - 2;
+    case DType::UInt2: return packed(i);
     default: return static_cast<int64_t>(get_double(i));
   }
 }
 
 void HostTensor::set_double(int64_t i, double v) {
+  if (is_small_float(dtype_)) {
+    // A store is not a cast: values come rounded, and E5M2 infinities stay infinite. E8M0
+    // values are powers of two, stored by their exponent (the cast encoder reads float32
+    // exponent fields, and 2^-127 is a float32 subnormal).
+    int exp = 0;
+    const bool e8m0_power = dtype_ == DType::Float8E8M0 && std::frexp(v, &exp) == 0.5 && exp - 1 >= -127 &&
+                            exp - 1 <= 127;
+    const uint32_t bits = e8m0_power ? static_cast<uint32_t>(exp - 1 + 127)
+                                     : small_float_encode(dtype_, v, /*saturate=*/false);
+    if (dtype_ == DType::Float4E2M1) set_packed(i, bits);
+    else data()[i] = static_cast<uint8_t>(bits);
+    return;
+  }
   switch (dtype_) {
     case DType::Float16: data_as<uint16_t>()[i] = float_to_half_bits(static_cast<float>(v)); return;
     case DType::BFloat16: data_as<uint16_t>()[i] = float_to_bfloat16_bits(static_cast<float>(v)); return;
@@ -116,6 +151,10 @@ void HostTensor::set_int(int64_t i, int64_t v) {
     case DType::UInt16: data_as<uint16_t>()[i] = static_cast<uint16_t>(v); return;
     case DType::UInt32: data_as<uint32_t>()[i] = static_cast<uint32_t>(v); return;
     case DType::UInt64: data_as<uint64_t>()[i] = static_cast<uint64_t>(v); return;
+    case DType::Int4:
+    case DType::UInt4:
+    case DType::Int2:
+    case DType::UInt2: set_packed(i, static_cast<uint32_t>(v)); return;
     default: set_double(i, static_cast<double>(v)); return;
   }
 }

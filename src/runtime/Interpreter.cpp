@@ -165,7 +165,7 @@ class Interpreter {
   Value eval_cast(const Expr& v, Type to) {
     const Type from = v.type();
     const Value x = eval(v);
-    if (to.is_float()) return Value{0, round_to_type(to.dtype, to_double(x, from))};
+    if (to.is_float()) return Value{0, cast_to_type(to.dtype, to_double(x, from))};
     if (to.is_bool()) return Value{from.is_float() ? x.f != 0 : x.i != 0, 0};
     if (from.is_float()) return Value{wrap_to_type(to.dtype, float_to_int(x.f, to.dtype)), 0};
     return Value{wrap_to_type(to.dtype, x.i), 0};

@@ -49,7 +49,7 @@ Expr product(const std::vector<Expr>& dims, size_t begin, size_t end) {
   return simplify(p);
 }
 
-int64_t vector_lanes(DType d) { return std::max<int64_t>(1, g_options.vector_bytes / dtype_bytes(d)); }
+int64_t vector_lanes(DType d) { return is_packed(d) ? 1 : std::max<int64_t>(1, g_options.vector_bytes / dtype_bytes(d)); }
 
 // Threads per row for rows of `columns` elements: a warp for short rows, up to 512 for long ones.
 int64_t row_threads(const Expr& columns) {
@@ -122,7 +122,7 @@ class NarrowestRead : public IRVisitor {
 
  protected:
   void visit(const TensorRead* op) override {
-    const int64_t b = dtype_bytes(op->tensor->dtype);
+    const int64_t b = std::max(1, dtype_bytes(op->tensor->dtype));
     if (bytes == 0 || b < bytes) bytes = b;
     IRVisitor::visit(op);
   }

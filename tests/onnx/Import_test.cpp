@@ -202,10 +202,19 @@ TEST(ImportErrors, OpsetOutOfRange) {
   ModelBuilder old(9);  // older opsets load; ops check the forms they support
   old.input("x", kFloat, {2}).output("x", kFloat, {2});
   EXPECT_EQ(load_onnx_from_bytes(old.bytes()).opset, 9);
-  ModelBuilder future(22);
-  future.input("x", kFloat, {2}).output("x", kFloat, {2});
+  ModelBuilder newest(28);
+  newest.input("x", kFloat, {2}).output("x", kFloat, {2});
+  EXPECT_EQ(load_onnx_from_bytes(newest.bytes()).opset, 28);
+  ModelBuilder future(29);
+  future.input("x", kFloat, {2}).output("y", kFloat, {2});
+  future.node("Relu", {"x"}, {"y"}, "act");
+  EXPECT_THROW(load_onnx_from_bytes(future.bytes()), UnsupportedError);
   EXPECT_CONTAINS(user_error_of([&] { load_onnx_from_bytes(future.bytes()); }),
-                  "the model uses ai.onnx opset 22; kiln supports opsets 1 to 21");
+                  "the model uses ai.onnx opset 29 (first node: 'act' (Relu)); kiln supports opsets 1 to 28");
+  ModelBuilder zero(0);
+  zero.input("x", kFloat, {2}).output("x", kFloat, {2});
+  EXPECT_CONTAINS(user_error_of([&] { load_onnx_from_bytes(zero.bytes()); }),
+                  "the model uses ai.onnx opset 0; expected an opset from 1 to 28");
 }
 
 TEST(ImportErrors, TruncatedFileAndGarbage) {

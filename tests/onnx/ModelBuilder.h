@@ -1,6 +1,6 @@
 #pragma once
 // Builds small ModelProtos in C++ for the frontend tests: no Python, no files checked in.
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-ml.pb.h>
 
 #include <filesystem>
 #include <fstream>

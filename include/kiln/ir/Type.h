@@ -24,7 +24,15 @@ namespace kiln {
   X(Float32, "float32", 32, Float)         \
   X(Float64, "float64", 64, Float)         \
   X(Float8E4M3, "float8_e4m3fn", 8, Float) \
-  X(Float8E8M0, "float8_e8m0fnu", 8, Float)
+  X(Float8E8M0, "float8_e8m0fnu", 8, Float) \
+  X(Float8E4M3FNUZ, "float8_e4m3fnuz", 8, Float) \
+  X(Float8E5M2, "float8_e5m2", 8, Float) \
+  X(Float8E5M2FNUZ, "float8_e5m2fnuz", 8, Float) \
+  X(Float4E2M1, "float4_e2m1fn", 4, Float) \
+  X(Int4, "int4", 4, Int) \
+  X(UInt4, "uint4", 4, UInt) \
+  X(Int2, "int2", 2, Int) \
+  X(UInt2, "uint2", 2, UInt)
 
 enum class DType : uint8_t {
 #define KILN_DTYPE_ENUM(name, str, bits, cls) name,
@@ -38,7 +46,20 @@ std::string_view dtype_name(DType dtype);
 std::optional<DType> dtype_from_name(std::string_view name);
 int dtype_bits(DType dtype);
 DTypeClass dtype_class(DType dtype);
+// Bytes of one element; 4- and 2-bit dtypes (packed) have none of their own: use
+// dtype_storage_bytes for a count of them.
 inline int dtype_bytes(DType dtype) { return dtype_bits(dtype) / 8; }
+// 4-bit dtypes are packed two per byte, element 2k in the low nibble of byte k; 2-bit dtypes
+// four per byte, element 4k + j in bits 2j..2j+1 of byte k (ONNX's layouts).
+inline bool is_packed(DType d) { return dtype_bits(d) < 8; }
+inline int64_t dtype_storage_bytes(DType d, int64_t num_elements) {
+  return (num_elements * dtype_bits(d) + 7) / 8;
+}
+// The float8/float4 formats: stored as bit patterns, computed in float32 (like float16).
+inline bool is_small_float(DType d) {
+  return d == DType::Float8E4M3 || d == DType::Float8E8M0 || d == DType::Float8E4M3FNUZ ||
+         d == DType::Float8E5M2 || d == DType::Float8E5M2FNUZ || d == DType::Float4E2M1;
+}
 inline bool is_float(DType d) { return dtype_class(d) == DTypeClass::Float; }
 inline bool is_int(DType d) { return dtype_class(d) == DTypeClass::Int; }
 inline bool is_uint(DType d) { return dtype_class(d) == DTypeClass::UInt; }

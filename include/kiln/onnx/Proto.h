@@ -2,7 +2,7 @@
 // The protobuf level of the ONNX frontend, for code that builds or rewrites ModelProtos
 // directly (model rewriting in package/ and quant/, test model builders). Everything else uses
 // Import.h / Export.h and never sees a protobuf type.
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-ml.pb.h>
 
 #include <cstdint>
 #include <optional>

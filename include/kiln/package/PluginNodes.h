@@ -18,7 +18,7 @@
 // expand_plugin_nodes replaces each plugin node by its kiln_subgraph (interior values renamed
 // `<plugin node>/<value>`), which is the semantics of the plugin; load_plugin_model does that and
 // imports the result, so `kiln` runs a rewritten model like any other.
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-ml.pb.h>
 
 #include <string>
 

@@ -1,7 +1,8 @@
 #pragma once
 // A dense, row-major tensor in host memory: test data, constants and initializers, and the CPU
-// backend's buffers. Elements are stored in their dtype's own bytes (float16/bfloat16 as their
-// 16-bit patterns, bool as one byte).
+// backend's buffers. Elements are stored in their dtype's own bytes (float16/bfloat16/float8 as
+// their bit patterns, bool as one byte; 4-bit dtypes packed two per byte, element 2k in the low
+// nibble of byte k, 2-bit dtypes four per byte from the low bits up, as ONNX stores them).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +39,9 @@ class HostTensor {
   std::string describe() const;  // "float32[2, 3]"
 
  private:
+  uint32_t packed(int64_t i) const;  // element i of a 4- or 2-bit dtype
+  void set_packed(int64_t i, uint32_t v);
+
   DType dtype_ = DType::Float32;
   std::vector<int64_t> shape_;
   std::shared_ptr<std::vector<uint8_t>> data_ = std::make_shared<std::vector<uint8_t>>();

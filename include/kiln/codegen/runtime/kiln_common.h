@@ -146,6 +146,104 @@ KILN_HD inline void copy_vector(T* __restrict__ dst, const T* __restrict__ src) 
   }
 }
 
+// float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0) and float4 E2M1 values in registers: their bit
+// pattern in a byte (float4 in the low 4 bits), computed in float like half types. from_float is
+// ONNX's Cast: round to nearest even, saturating (E8M0: the float's exponent rounded up).
+// Bit-exact with kiln's CPU reference (include/kiln/ir/SmallFloat.h). Tensors of 4- and 2-bit
+// types are packed and have no C type here.
+template <int ExpBits, int MantBits, int Bias, int Kind>  // Kind: 0 IEEE-like, 1 fn, 2 fnuz, 3 no inf/NaN
+struct small_float_t {
+  uint8_t bits;
+};
+using float8_e4m3fn_t = small_float_t<4, 3, 7, 1>;
+using float8_e4m3fnuz_t = small_float_t<4, 3, 8, 2>;
+using float8_e5m2_t = small_float_t<5, 2, 15, 0>;
+using float8_e5m2fnuz_t = small_float_t<5, 2, 16, 2>;
+using float4_e2m1_t = small_float_t<2, 1, 1, 3>;
+struct float8_e8m0_t {
+  uint8_t bits;
+};
+
+template <int E, int M, int B, int K>
+KILN_HD inline float to_float(small_float_t<E, M, B, K> v) {
+  constexpr unsigned sign_bit = 1u << (E + M), exp_all = (1u << E) - 1;
+  const unsigned mag = v.bits & (sign_bit - 1), exp = mag >> M, mant = mag & ((1u << M) - 1);
+  const bool negative = (v.bits & sign_bit) != 0;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (K == 2 && v.bits == sign_bit) return nan;
+  if (K == 1 && mag == sign_bit - 1) return nan;
+  if (K == 0 && exp == exp_all) {
+    if (mant != 0) return nan;
+    return negative ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  }
+  const float r = exp == 0 ? ldexpf(static_cast<float>(mant), 1 - B - M)
+                           : ldexpf(static_cast<float>(mant | (1u << M)), static_cast<int>(exp) - B - M);
+  return negative ? -r : r;
+}
+
+template <int E, int M, int B, int K>
+KILN_HD inline small_float_t<E, M, B, K> small_float_from_float(float f) {
+  using T = small_float_t<E, M, B, K>;
+  constexpr unsigned sign_bit = 1u << (E + M), all = sign_bit - 1;
+  constexpr unsigned max_bits = K == 1 ? all - 1 : K == 0 ? all - (1u << M) : all;
+  uint32_t f_bits;
+  memcpy(&f_bits, &f, sizeof f_bits);
+  const bool negative = (f_bits >> 31) != 0;
+  const unsigned sign = negative ? sign_bit : 0u;
+  if (f != f) {
+    if (K == 2) return T{static_cast<uint8_t>(sign_bit)};
+    if (K == 3) return T{static_cast<uint8_t>(negative ? 0u : sign_bit)};
+    if (K == 0) return T{static_cast<uint8_t>((((1u << E) - 1) << M) | (1u << (M - 1)) | sign)};
+    return T{static_cast<uint8_t>(all | sign)};
+  }
+  const float max = to_float(T{static_cast<uint8_t>(max_bits)});
+  const float a = fabsf(f);
+  if (!(a <= max * 2.0f)) return T{static_cast<uint8_t>(sign | max_bits)};  // saturate (infinities too)
+  int e = a == 0.0f ? 0 : ilogbf(a);
+  if (e < 1 - B) e = 1 - B;
+  const float quantum = ldexpf(1.0f, e - M);
+  const float r = rintf(a / quantum) * quantum;
+  if (r > max) return T{static_cast<uint8_t>(sign | max_bits)};
+  if (r == 0.0f) return T{static_cast<uint8_t>(K == 2 ? 0u : sign)};
+  const int re = ilogbf(r);
+  unsigned mag;
+  if (re < 1 - B) {
+    mag = static_cast<unsigned>(ldexpf(r, B - 1 + M));
+  } else {
+    mag = (static_cast<unsigned>(re + B) << M) | (static_cast<unsigned>(ldexpf(r, M - re)) - (1u << M));
+  }
+  return T{static_cast<uint8_t>(sign | mag)};
+}
+
+KILN_HD inline float to_float(float8_e8m0_t v) {
+  return v.bits == 0xffu ? std::numeric_limits<float>::quiet_NaN() : ldexpf(1.0f, static_cast<int>(v.bits) - 127);
+}
+
+template <>
+KILN_HD inline float8_e8m0_t from_float<float8_e8m0_t>(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t exponent = (x >> 23) & 0xffu;
+  if (exponent == 0xffu) return float8_e8m0_t{0xffu};
+  if ((x & 0x7fffffu) != 0 && exponent != 0xfeu) ++exponent;  // round up, saturating
+  return float8_e8m0_t{static_cast<uint8_t>(exponent)};
+}
+template <>
+KILN_HD inline float8_e4m3fn_t from_float<float8_e4m3fn_t>(float f) { return small_float_from_float<4, 3, 7, 1>(f); }
+template <>
+KILN_HD inline float8_e4m3fnuz_t from_float<float8_e4m3fnuz_t>(float f) { return small_float_from_float<4, 3, 8, 2>(f); }
+template <>
+KILN_HD inline float8_e5m2_t from_float<float8_e5m2_t>(float f) { return small_float_from_float<5, 2, 15, 0>(f); }
+template <>
+KILN_HD inline float8_e5m2fnuz_t from_float<float8_e5m2fnuz_t>(float f) { return small_float_from_float<5, 2, 16, 2>(f); }
+template <>
+KILN_HD inline float4_e2m1_t from_float<float4_e2m1_t>(float f) { return small_float_from_float<2, 1, 1, 3>(f); }
+
+template <int E, int M, int B, int K>
+struct is_half_like<small_float_t<E, M, B, K>> : std::true_type {};
+template <>
+struct is_half_like<float8_e8m0_t> : std::true_type {};
+
 }  // namespace kiln
 
 #endif  // KILN_COMMON_H_
