@@ -26,6 +26,33 @@ class GemmaMLPBlock(torch.nn.Module):
         return x + self.down(torch.nn.functional.gelu(self.gate(xn), approximate="tanh") * self.up(xn))
 
 
+def write_with_onnx_helper(model, path):
+    """The same block built node by node (the fallback when torch cannot export here)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.float32), name))
+
+    w = {"norm": model.norm.detach().numpy(), "wg": model.gate.weight.detach().numpy().T.copy(),
+         "wu": model.up.weight.detach().numpy().T.copy(), "wd": model.down.weight.detach().numpy().T.copy()}
+    n = helper.make_node
+    nodes = [const("two", 2.0), const("eps", 1e-6), const("half", 0.5), const("one", 1.0), const("c", 0.044715),
+             const("three", 3.0), const("k", float(np.sqrt(2 / np.pi))),
+             n("Pow", ["x", "two"], ["sq"]), n("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
+             n("Add", ["ms", "eps"], ["mse"]), n("Sqrt", ["mse"], ["rms"]), n("Div", ["x", "rms"], ["xr"]),
+             n("Mul", ["xr", "norm"], ["xn"]), n("MatMul", ["xn", "wg"], ["g"]), n("MatMul", ["xn", "wu"], ["u"]),
+             n("Pow", ["g", "three"], ["g3"]), n("Mul", ["g3", "c"], ["g3c"]), n("Add", ["g", "g3c"], ["in"]),
+             n("Mul", ["in", "k"], ["ink"]), n("Tanh", ["ink"], ["t"]), n("Add", ["t", "one"], ["t1"]),
+             n("Mul", ["g", "t1"], ["gt"]), n("Mul", ["gt", "half"], ["ge"]), n("Mul", ["ge", "u"], ["h"]),
+             n("MatMul", ["h", "wd"], ["d"]), n("Add", ["x", "d"], ["y"])]
+    graph = helper.make_graph(nodes, "gemma_mlp_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, HIDDEN])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, HIDDEN])],
+                              [numpy_helper.from_array(a, k) for k, a in w.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
 def time_cuda(fn, iters):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -52,12 +79,18 @@ def main():
     torch.save(model.state_dict(), out / "block.pt")
     torch.save(x, out / "x.pt")
     with torch.no_grad():
+        path = str(out / "gemma_mlp_block.onnx")
         try:
-            torch.onnx.export(model, (x,), str(out / "gemma_mlp_block.onnx"), opset_version=17, dynamo=False,
-                              input_names=["x"], output_names=["y"])
-        except Exception:  # an exporter without dynamo=False: the default one
-            torch.onnx.export(model, (x,), str(out / "gemma_mlp_block.onnx"), opset_version=17,
-                              input_names=["x"], output_names=["y"])
+            torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False, input_names=["x"], output_names=["y"])
+            print("exported with torch.onnx.export(dynamo=False, opset_version=17)")
+        except Exception as e:  # no TorchScript exporter: the default (dynamo) one
+            print("torch.onnx.export(dynamo=False) failed:", repr(e)[:300])
+            try:
+                torch.onnx.export(model, (x,), path, opset_version=17, input_names=["x"], output_names=["y"])
+                print("exported with torch.onnx.export(opset_version=17)")
+            except Exception as e2:
+                print("torch.onnx.export failed:", repr(e2)[:300], "- writing the same block with onnx.helper")
+                write_with_onnx_helper(model, path)
         y = model.cuda()(x.cuda())
         x.numpy().tofile(out / "x.bin")
         y.cpu().numpy().tofile(out / "y_ref.bin")
