@@ -53,6 +53,14 @@ class TouchedBuffers : public IRVisitor {
     touched.insert(op->buffer.get());
     IRVisitor::visit(op);
   }
+  // A template call also reads its operands and uses its split-K partials (neither appears as a
+  // Load or Store outside the reference loops).
+  void visit(const TemplateContraction* op) override {
+    touched.insert(op->a.buffer.get());
+    for (const ContractionOperand& b : op->b) touched.insert(b.buffer.get());
+    if (op->split_k.defined()) touched.insert(op->split_k.get());
+    IRVisitor::visit(op);
+  }
 };
 
 // The stages between which each temporary is live. Stages run in order (one after another on the
