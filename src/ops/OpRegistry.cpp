@@ -11,6 +11,8 @@ static OpTable make_table() {
   register_contraction(table);
   register_quant(table);
   register_resampling(table);
+  register_scatter(table);
+  register_sorting(table);
   return table;
 }
 
