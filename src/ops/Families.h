@@ -13,5 +13,8 @@ void register_quant(OpTable& table);          // QuantLinear.cpp
 void register_resampling(OpTable& table);     // Resize.cpp
 void register_scatter(OpTable& table);        // Scatter.cpp
 void register_sorting(OpTable& table);        // TopK.cpp
+void register_losses(OpTable& table);         // Losses.cpp
+void register_normalization_stats(OpTable& table);  // NormalizationStats.cpp
+void register_signal(OpTable& table);         // Signal.cpp
 
 }  // namespace kiln::ops

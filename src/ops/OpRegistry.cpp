@@ -13,6 +13,9 @@ static OpTable make_table() {
   register_resampling(table);
   register_scatter(table);
   register_sorting(table);
+  register_losses(table);
+  register_normalization_stats(table);
+  register_signal(table);
   return table;
 }
 
