@@ -11,6 +11,7 @@ void register_data_movement(OpTable& table);  // DataMovement*.cpp
 void register_contraction(OpTable& table);    // Contraction.cpp, Pooling.cpp
 void register_quant(OpTable& table);          // QuantLinear.cpp
 void register_resampling(OpTable& table);     // Resize.cpp
+void register_grid_sample(OpTable& table);    // GridSample.cpp
 void register_scatter(OpTable& table);        // Scatter.cpp
 void register_sorting(OpTable& table);        // TopK.cpp
 void register_losses(OpTable& table);         // Losses.cpp

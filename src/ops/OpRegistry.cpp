@@ -11,6 +11,7 @@ static OpTable make_table() {
   register_contraction(table);
   register_quant(table);
   register_resampling(table);
+  register_grid_sample(table);
   register_scatter(table);
   register_sorting(table);
   register_losses(table);
