@@ -14,6 +14,7 @@ void register_resampling(OpTable& table);     // Resize.cpp
 void register_grid_sample(OpTable& table);    // GridSample.cpp
 void register_scatter(OpTable& table);        // Scatter.cpp
 void register_sorting(OpTable& table);        // TopK.cpp
+void register_einsum(OpTable& table);         // Einsum.cpp
 void register_losses(OpTable& table);         // Losses.cpp
 void register_normalization_stats(OpTable& table);  // NormalizationStats.cpp
 void register_signal(OpTable& table);         // Signal.cpp

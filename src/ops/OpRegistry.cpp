@@ -14,6 +14,7 @@ static OpTable make_table() {
   register_grid_sample(table);
   register_scatter(table);
   register_sorting(table);
+  register_einsum(table);
   register_losses(table);
   register_normalization_stats(table);
   register_signal(table);
