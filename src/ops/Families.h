@@ -18,5 +18,6 @@ void register_einsum(OpTable& table);         // Einsum.cpp
 void register_losses(OpTable& table);         // Losses.cpp
 void register_normalization_stats(OpTable& table);  // NormalizationStats.cpp
 void register_signal(OpTable& table);         // Signal.cpp
+void register_recurrent(OpTable& table);      // Recurrent.cpp
 
 }  // namespace kiln::ops

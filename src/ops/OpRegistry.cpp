@@ -18,6 +18,7 @@ static OpTable make_table() {
   register_losses(table);
   register_normalization_stats(table);
   register_signal(table);
+  register_recurrent(table);
   return table;
 }
 
