@@ -19,5 +19,7 @@ void register_losses(OpTable& table);         // Losses.cpp
 void register_normalization_stats(OpTable& table);  // NormalizationStats.cpp
 void register_signal(OpTable& table);         // Signal.cpp
 void register_recurrent(OpTable& table);      // Recurrent.cpp
+void register_attention(OpTable& table);      // Attention.cpp
+void register_rotary_embedding(OpTable& table);  // RotaryEmbedding.cpp
 
 }  // namespace kiln::ops

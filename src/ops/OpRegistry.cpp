@@ -19,6 +19,8 @@ static OpTable make_table() {
   register_normalization_stats(table);
   register_signal(table);
   register_recurrent(table);
+  register_attention(table);
+  register_rotary_embedding(table);
   return table;
 }
 
