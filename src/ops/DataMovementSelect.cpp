@@ -1,6 +1,7 @@
 // Selections and copies of parts of tensors: Concat, Slice, Split, Gather, GatherElements,
-// Expand, Tile, Pad, Trilu. Reads that a select may not take are clamped into bounds, so that
-// evaluating known values (which visits every branch) and generated code never read outside.
+// Expand, Tile, Pad, Trilu, ReverseSequence. Reads that a select may not take are clamped into
+// bounds, so that evaluating known values (which visits every branch) and generated code never
+// read outside.
 #include <algorithm>
 #include <limits>
 
@@ -357,6 +358,23 @@ std::vector<te::Tensor> trilu(OpContext& ctx) {
   })};
 }
 
+// ReverseSequence: along time_axis, the first sequence_lens[b] entries of batch b reversed.
+std::vector<te::Tensor> reverse_sequence(OpContext& ctx) {
+  const te::Tensor& x = ctx.input(0);
+  const te::Tensor& lens = ctx.input(1);
+  check_dtype(ctx, lens, "input 1 (sequence_lens)", {DType::Int32, DType::Int64});
+  if (x.ndim() < 2) ctx.fail("input {} must have rank 2 or more", shape_text(x.shape()));
+  const int batch_axis = normalize_axis(ctx, ctx.node().attr_int("batch_axis", 1), x.ndim(), "attribute 'batch_axis'");
+  const int time_axis = normalize_axis(ctx, ctx.node().attr_int("time_axis", 0), x.ndim(), "attribute 'time_axis'");
+  if (batch_axis == time_axis) ctx.fail("batch_axis and time_axis are both {}", batch_axis);
+  if (lens.ndim() != 1) ctx.fail("sequence_lens {} must have rank 1", shape_text(lens.shape()));
+  return {make_output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    const Expr len = clamp(cast(kIndexType, lens({i[batch_axis]})), Expr(0), x.shape(time_axis));
+    const Expr t = i[time_axis];
+    return x(with_index(i, time_axis, select(t < len, clamp(len - 1 - t, Expr(0), x.shape(time_axis) - 1), t)));
+  })};
+}
+
 }  // namespace
 
 void register_select_ops(OpTable& table) {
@@ -369,6 +387,7 @@ void register_select_ops(OpTable& table) {
   table.add(OpKind::Tile, tile);
   table.add(OpKind::Pad, pad);
   table.add(OpKind::Trilu, trilu);
+  table.add(OpKind::ReverseSequence, reverse_sequence);
 }
 
 }  // namespace kiln::ops

@@ -12,5 +12,15 @@ void register_contraction(OpTable& table);    // Contraction.cpp, Pooling.cpp
 void register_quant(OpTable& table);          // QuantLinear.cpp
 void register_resampling(OpTable& table);     // Resize.cpp
 void register_quantization(OpTable& table);   // Quantization.cpp
+void register_grid_sample(OpTable& table);    // GridSample.cpp
+void register_scatter(OpTable& table);        // Scatter.cpp
+void register_sorting(OpTable& table);        // TopK.cpp
+void register_einsum(OpTable& table);         // Einsum.cpp
+void register_losses(OpTable& table);         // Losses.cpp
+void register_normalization_stats(OpTable& table);  // NormalizationStats.cpp
+void register_signal(OpTable& table);         // Signal.cpp
+void register_recurrent(OpTable& table);      // Recurrent.cpp
+void register_attention(OpTable& table);      // Attention.cpp
+void register_rotary_embedding(OpTable& table);  // RotaryEmbedding.cpp
 
 }  // namespace kiln::ops

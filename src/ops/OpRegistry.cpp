@@ -12,6 +12,16 @@ static OpTable make_table() {
   register_quant(table);
   register_resampling(table);
   register_quantization(table);
+  register_grid_sample(table);
+  register_scatter(table);
+  register_sorting(table);
+  register_einsum(table);
+  register_losses(table);
+  register_normalization_stats(table);
+  register_signal(table);
+  register_recurrent(table);
+  register_attention(table);
+  register_rotary_embedding(table);
   return table;
 }
 
