@@ -35,24 +35,66 @@ struct TcLayout {
   static constexpr size_t kSmemBytes = size_t(Config::STAGES) * kStageElems * sizeof(T);
 };
 
-// Copies a tile of kRows x kCols elements (global rows row0.., contiguous columns col0..) into
-// shared rows of kLd elements; rows >= row_limit and columns >= col_limit read as zero.
+// One thread's share of copying an operand tile global -> shared, kept across k-steps. A tile is
+// kRows x kCols elements (rows: the global layout's strided axis, columns its contiguous one),
+// copied in 16-byte chunks; shared rows hold kLd elements. Chunks past row_rem rows or col_rem
+// columns of the global operand read as zero (cp.async src-size), so edge tiles need no branch.
+// When kThreads is a multiple of the chunks per row (every configuration in use), a thread's
+// chunks share one column and are kRowStep rows apart: the per-step work is a compare, a select
+// and a cp.async per chunk. Other shapes recompute each chunk's row and column.
 template <typename T, int kRows, int kCols, int kLd, int kThreads>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t row_stride, int64_t row0, int64_t row_limit,
-                                          int64_t col0, int64_t col_limit) {
-  constexpr int kChunksPerRow = kCols / 8, kChunks = kRows * kChunksPerRow;
-#pragma unroll
-  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
-    const int idx = int(threadIdx.x) + i * kThreads;
-    if (kChunks % kThreads != 0 && idx >= kChunks) break;
-    const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
-    const int64_t gr = row0 + r, gc = col0 + 8 * c;
-    int64_t bytes = gr < row_limit ? (col_limit - gc) * int64_t(sizeof(T)) : 0;
-    bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
-    const T* from = bytes > 0 ? src + gr * row_stride + gc : src;
-    cp_async16(dst + r * kLd + 8 * c, from, int(bytes));
+struct TileCopy {
+  static constexpr int kChunksPerRow = kCols / 8, kChunks = kRows * kChunksPerRow;
+  static constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
+  static constexpr bool kRegular = kThreads % kChunksPerRow == 0;
+  static constexpr int kRowStep = kRegular ? kThreads / kChunksPerRow : 0;
+
+  const T* tile;        // global element (row 0, column 0) of the tile at the current k-step
+  int64_t row_stride;   // global elements between rows
+  int64_t row_rem;      // global rows left from the tile's row 0 (<= 0: all zero)
+  int64_t col_rem;      // global columns left from the tile's column 0
+  int r0, c0;           // this thread's first chunk (regular case)
+
+  TileCopy() = default;
+
+  __device__ __forceinline__ TileCopy(const T* src, int64_t stride, int64_t row0, int64_t row_limit, int64_t col0, int64_t col_limit)
+      : tile(src + row0 * stride + col0), row_stride(stride), row_rem(row_limit - row0), col_rem(col_limit - col0) {
+    r0 = int(threadIdx.x) / kChunksPerRow;
+    c0 = int(threadIdx.x) % kChunksPerRow;
   }
-}
+  // Moves the tile `rows` rows and `cols` columns on.
+  __device__ __forceinline__ void advance(int rows, int cols) {
+    tile += rows * row_stride + cols;
+    row_rem -= rows;
+    col_rem -= cols;
+  }
+  // Issues this thread's cp.async copies into the shared tile at byte address `dst`.
+  __device__ __forceinline__ void issue(uint32_t dst) const {
+    if constexpr (kRegular) {
+      const int64_t cols_left = col_rem - 8 * c0;
+      const int col_bytes = cols_left <= 0 ? 0 : cols_left >= 8 ? 16 : int(cols_left) * int(sizeof(T));
+      const T* first = tile + r0 * row_stride + 8 * c0;
+      const uint32_t first_dst = dst + uint32_t((r0 * kLd + 8 * c0) * sizeof(T));
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        if (kChunks % kThreads != 0 && int(threadIdx.x) + i * kThreads >= kChunks) break;
+        const bool row_ok = r0 + i * kRowStep < row_rem;
+        const int bytes = row_ok ? col_bytes : 0;
+        cp_async16(first_dst + uint32_t(i * kRowStep * kLd * sizeof(T)), bytes > 0 ? first + i * kRowStep * row_stride : tile, bytes);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int idx = int(threadIdx.x) + i * kThreads;
+        if (kChunks % kThreads != 0 && idx >= kChunks) break;
+        const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+        int64_t left = r < row_rem ? col_rem - 8 * c : 0;
+        const int bytes = left <= 0 ? 0 : left >= 8 ? 16 : int(left) * int(sizeof(T));
+        cp_async16(dst + uint32_t((r * kLd + 8 * c) * sizeof(T)), bytes > 0 ? tile + r * row_stride + 8 * c : tile, bytes);
+      }
+    }
+  }
+};
 
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
 __global__ void __launch_bounds__(Config::kThreads)
@@ -61,44 +103,72 @@ __global__ void __launch_bounds__(Config::kThreads)
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, STAGES = Config::STAGES;
   constexpr int kThreads = Config::kThreads;
   constexpr int WM = BM / Config::WARPS_M, WN = BN / Config::WARPS_N;
-  constexpr int MT = WM / 16, NT = WN / 8;
+  constexpr int MT = WM / 16, NT = WN / 8, KS = BK / 16;
   using L = TcLayout<T, Config, NB, kAk, kBk>;
+  constexpr uint32_t kEl = sizeof(T), kStageBytes = L::kStageElems * kEl;
+  // Copy plans: rows are the strided axis of each operand's global layout.
+  using ACopy = TileCopy<T, kAk ? BM : BK, kAk ? BK : BM, L::kALd, kThreads>;
+  using BCopy = TileCopy<T, kBk ? BN : BK, kBk ? BK : BN, L::kBLd, kThreads>;
 
   extern __shared__ __align__(16) unsigned char tc_smem[];
-  T* smem = reinterpret_cast<T*>(tc_smem);
+  const uint32_t smem = smem_addr(tc_smem);
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int wm0 = (warp % Config::WARPS_M) * WM, wn0 = (warp / Config::WARPS_M) * WN;
   const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
   const int64_t b = blockIdx.z / splits;
   const int split = int(blockIdx.z % splits);
 
-  const T* a_ptr = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b);
-  const T* b_ptr[NB];
-#pragma unroll
-  for (int j = 0; j < NB; ++j) b_ptr[j] = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b);
-
   const int64_t k_steps = (p.k + BK - 1) / BK;
   const int64_t step0 = int64_t(split) * k_steps_per_split;
   const int64_t step_end = step0 + k_steps_per_split < k_steps ? step0 + k_steps_per_split : k_steps;
   const int steps = int(step_end - step0);
+  const int64_t k0 = step0 * BK;
 
-  auto issue_stage = [&](int stage, int64_t step) {
-    T* st = smem + stage * L::kStageElems;
-    const int64_t k0 = step * BK;
-    if constexpr (kAk) {
-      load_tile<T, BM, BK, L::kALd, kThreads>(st, a_ptr, p.a.stride_mn, m0, p.m, k0, p.k);
-    } else {
-      load_tile<T, BK, BM, L::kALd, kThreads>(st, a_ptr, p.a.stride_k, k0, p.k, m0, p.m);
-    }
+  const T* a_base = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b);
+  ACopy a_copy = kAk ? ACopy(a_base, p.a.stride_mn, m0, p.m, k0, p.k) : ACopy(a_base, p.a.stride_k, k0, p.k, m0, p.m);
+  BCopy b_copy[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    const T* base = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b);
+    b_copy[j] = kBk ? BCopy(base, p.b[j].stride_mn, n0, p.n, k0, p.k) : BCopy(base, p.b[j].stride_k, k0, p.k, n0, p.n);
+  }
+  // Issues the copies of the next k-step into stage `stage` and moves the plans one step on.
+  auto issue_stage = [&](int stage) {
+    const uint32_t st = smem + uint32_t(stage) * kStageBytes;
+    a_copy.issue(st);
+    a_copy.advance(kAk ? 0 : BK, kAk ? BK : 0);
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
-      T* bt = st + L::kAElems + j * L::kBElems;
-      if constexpr (kBk) {
-        load_tile<T, BN, BK, L::kBLd, kThreads>(bt, b_ptr[j], p.b[j].stride_mn, n0, p.n, k0, p.k);
-      } else {
-        load_tile<T, BK, BN, L::kBLd, kThreads>(bt, b_ptr[j], p.b[j].stride_k, k0, p.k, n0, p.n);
-      }
+      b_copy[j].issue(st + (L::kAElems + j * L::kBElems) * kEl);
+      b_copy[j].advance(kBk ? 0 : BK, kBk ? BK : 0);
     }
+  };
+
+  // ldmatrix lane roles: matrix q = lane / 8 of an x4, row r = lane % 8 of it. A: matrices
+  // (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15) = a0..a3. B: (n 0-7, k 0-7),
+  // (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) = b0, b1 of n-tile 2tp, then of 2tp+1.
+  // Each lane's byte address in stage 0 at (i, tp, kk) = 0; the rest is a compile-time offset.
+  const int q = lane / 8, r = lane % 8;
+  const uint32_t a_lane = smem + kEl * uint32_t(kAk ? (wm0 + 8 * (q % 2) + r) * L::kALd + 8 * (q / 2)
+                                                    : (8 * (q / 2) + r) * L::kALd + wm0 + 8 * (q % 2));
+  const uint32_t b_lane = smem + kEl * uint32_t(L::kAElems + (kBk ? (wn0 + 8 * (q / 2) + r) * L::kBLd + 8 * (q % 2)
+                                                                  : (8 * (q % 2) + r) * L::kBLd + wn0 + 8 * (q / 2)));
+  // Register fragments, double-buffered: slice kk + 1 is read from shared memory while the mmas
+  // of slice kk run.
+  uint32_t af[2][MT][4], bf[2][NB][NT / 2][4];
+  auto load_frags = [&](int buf, uint32_t stage_off, int kk) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const uint32_t off = kEl * uint32_t(kAk ? 16 * i * L::kALd + kk : kk * L::kALd + 16 * i);
+      ldmatrix_x4<!kAk>(af[buf][i], a_lane + stage_off + off);
+    }
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int tp = 0; tp < NT / 2; ++tp) {
+        const uint32_t off = kEl * uint32_t(j * L::kBElems + (kBk ? 16 * tp * L::kBLd + kk : kk * L::kBLd + 16 * tp));
+        ldmatrix_x4<!kBk>(bf[buf][j][tp], b_lane + stage_off + off);
+      }
   };
 
   float acc[NB][MT][NT][4];
@@ -109,53 +179,63 @@ __global__ void __launch_bounds__(Config::kThreads)
 #pragma unroll
       for (int t = 0; t < NT; ++t) acc[j][i][t][0] = acc[j][i][t][1] = acc[j][i][t][2] = acc[j][i][t][3] = 0.0f;
 
+  auto mmas = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) {
+          const int t = i % 2 ? NT - 1 - tt : tt;  // serpentine: consecutive mmas share a fragment
+          mma16816<T>(acc[j][i][t], af[buf][i], bf[buf][j][t / 2][2 * (t % 2)], bf[buf][j][t / 2][2 * (t % 2) + 1]);
+        }
+  };
+
+  // Prologue: STAGES - 1 k-steps in flight, then the first slice's fragments.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) issue_stage(s, step0 + s);
+    if (s < steps) issue_stage(s);
     cp_async_commit();
   }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  load_frags(0, 0, 0);
 
-  // ldmatrix lane roles: matrix q = lane / 8 of an x4, row r = lane % 8 of it.
-  const int q = lane / 8, r = lane % 8;
+  // Mainloop. Step s reads stage s % STAGES; at its first slice it issues step s + STAGES - 1
+  // into the stage step s - 1 read (every warp finished reading it before the barrier that ended
+  // step s - 1); at its last slice it waits for step s + 1, syncs once, and loads step s + 1's
+  // first fragments, so the ldmatrix of the next slice always overlaps the mmas of this one.
+  uint32_t read_off = 0;
+  int write_stage = STAGES - 1;
   for (int s = 0; s < steps; ++s) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (s + STAGES - 1 < steps) issue_stage((s + STAGES - 1) % STAGES, step0 + s + STAGES - 1);
-    cp_async_commit();
-
-    const T* st = smem + (s % STAGES) * L::kStageElems;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      uint32_t af[MT][4];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        // Matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15) = a0..a3.
-        if constexpr (kAk) {
-          ldmatrix_x4<false>(af[i], st + (wm0 + 16 * i + 8 * (q % 2) + r) * L::kALd + kk + 8 * (q / 2));
-        } else {
-          ldmatrix_x4<true>(af[i], st + (kk + 8 * (q / 2) + r) * L::kALd + wm0 + 16 * i + 8 * (q % 2));
-        }
+    for (int ks = 0; ks < KS; ++ks) {
+      const int buf = ks % 2, next = (ks + 1) % 2;
+      if (ks < KS - 1) load_frags(next, read_off, 16 * (ks + 1));
+      if (ks == 0) {
+        if (s + STAGES - 1 < steps) issue_stage(write_stage);
+        cp_async_commit();
+        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
       }
-#pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const T* bt = st + L::kAElems + j * L::kBElems;
-#pragma unroll
-        for (int tp = 0; tp < NT / 2; ++tp) {
-          // Matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15): b0, b1 of
-          // n-tile 2tp, then of n-tile 2tp+1.
-          uint32_t bf[4];
-          if constexpr (kBk) {
-            ldmatrix_x4<false>(bf, bt + (wn0 + 16 * tp + 8 * (q / 2) + r) * L::kBLd + kk + 8 * (q % 2));
-          } else {
-            ldmatrix_x4<true>(bf, bt + (kk + 8 * (q % 2) + r) * L::kBLd + wn0 + 16 * tp + 8 * (q / 2));
-          }
-#pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            mma16816<T>(acc[j][i][2 * tp], af[i], bf[0], bf[1]);
-            mma16816<T>(acc[j][i][2 * tp + 1], af[i], bf[2], bf[3]);
-          }
-        }
+      if (ks == KS - 1) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_off = read_off + kStageBytes == STAGES * kStageBytes ? 0 : read_off + kStageBytes;
+        if (s + 1 < steps) load_frags(next, read_off, 0);
       }
+      mmas(buf);
+    }
+    if constexpr (KS % 2 == 1) {  // an odd slice count leaves the next step's first slice in buffer 1
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) af[0][i][e] = af[1][i][e];
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int tp = 0; tp < NT / 2; ++tp)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) bf[0][j][tp][e] = bf[1][j][tp][e];
     }
   }
   cp_async_wait<0>();
