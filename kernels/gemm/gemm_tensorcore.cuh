@@ -13,6 +13,12 @@
 // reads then start in 8 different 16-byte bank groups (no conflicts, no swizzle arithmetic).
 // Fragments come from ldmatrix.x4, .trans where the operand's k is not contiguous.
 //
+// Mainloop (software-pipelined): the register fragments are double-buffered, so the ldmatrix of
+// k-slice kk+1 is issued before the mmas of slice kk, across k-steps too (the next stage's first
+// slice is read right after the single wait + barrier of each k-step); each thread's global ->
+// shared copy plan (TileCopy) is computed once. On H100 this leaves the L2 request rate, not the
+// mainloop, as the limit (bench/gemm/NOTES.md).
+//
 // Split-K (grids smaller than the GPU, batch 1, workspace given): split s of S sums its k-steps
 // into its own fp32 slice of the workspace; a second kernel adds the slices in split order
 // (deterministic) and calls the epilogue once per element.
