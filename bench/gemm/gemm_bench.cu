@@ -101,7 +101,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kGemv4, kGemv8, kGemv16, kSimt };
+enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -118,6 +118,7 @@ static const char* path_name(Path p) {
     case kTc128x256k64: return "gemm<128,256,64,2,4,3>";
     case kTc128x256k64s4: return "gemm<128,256,64,2,4,4>";
     case kTc256x128k64: return "gemm<256,128,64,4,2,3>";
+    case kTc128x128s3: return "gemm<128,128,32,2,2,3>";
     case kGemv4: return "gemv<16,4>";
     case kGemv8: return "gemv<16,8>";
     case kGemv16: return "gemv<16,16>";
@@ -156,6 +157,9 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kTc256x128k64:
       if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<256, 128, 64, 4, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x128s3:  // kiln's default schedule, single and dual B (dual: the non-pipelined mainloop)
+      if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm<T, kg::TileConfig<128, 128, 32, 2, 2, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kGemv4:
       if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 4>>(p, e, s);
@@ -462,12 +466,12 @@ static void run_checks() {
       o.make(s, epi == Epi::GateUp ? 2 : 1);
       std::vector<Path> paths;
       if (epi == Epi::GateUp) {
-        add_paths(paths, {kTc128x128w8, kSimt});
+        add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt});
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kTc128x128, kTc64x128});
       } else {
         add_paths(paths, {kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4,
-                          kTc256x128k64, kSimt});
+                          kTc256x128k64, kTc128x128s3, kSimt});
       }
       if (s.a_k && s.m <= 51) {
         if (epi == Epi::Store) {

@@ -110,6 +110,9 @@ __global__ void __launch_bounds__(Config::kThreads)
   constexpr int kThreads = Config::kThreads;
   constexpr int WM = BM / Config::WARPS_M, WN = BN / Config::WARPS_N;
   constexpr int MT = WM / 16, NT = WN / 8, KS = BK / 16;
+  // Double-buffered fragments while accumulators + two fragment buffers stay within ~200
+  // registers (every single-B configuration in use; not a dual product on 64x64 warp tiles).
+  constexpr bool kPipelined = NB * MT * NT * 4 + 2 * (MT * 4 + NB * (NT / 2) * 4) <= 200;
   using L = TcLayout<T, Config, NB, kAk, kBk>;
   constexpr uint32_t kEl = sizeof(T), kStageBytes = L::kStageElems * kEl;
   // Copy plans: rows are the strided axis of each operand's global layout.
@@ -197,51 +200,83 @@ __global__ void __launch_bounds__(Config::kThreads)
         }
   };
 
-  // Prologue: STAGES - 1 k-steps in flight, then the first slice's fragments.
+  // Prologue: STAGES - 1 k-steps in flight (then, pipelined, the first slice's fragments).
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < steps) issue_stage(s);
     cp_async_commit();
   }
-  cp_async_wait<STAGES - 2>();
-  __syncthreads();
-  load_frags(0, 0, 0);
-
-  // Mainloop. Step s reads stage s % STAGES; at its first slice it issues step s + STAGES - 1
-  // into the stage step s - 1 read (every warp finished reading it before the barrier that ended
-  // step s - 1); at its last slice it waits for step s + 1, syncs once, and loads step s + 1's
-  // first fragments, so the ldmatrix of the next slice always overlaps the mmas of this one.
   uint32_t read_off = 0;
   int write_stage = STAGES - 1;
-  for (int s = 0; s < steps; ++s) {
+  if constexpr (!kPipelined) {
+    // Accumulators too many for two fragment buffers (a dual product on 64x64 warp tiles): one
+    // slice at a time, B fragments loaded per n-tile pair, as few live registers as possible.
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (s + STAGES - 1 < steps) issue_stage(write_stage);
+      cp_async_commit();
+      write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const int buf = ks % 2, next = (ks + 1) % 2;
-      if (ks < KS - 1) load_frags(next, read_off, 16 * (ks + 1));
-      if (ks == 0) {
-        if (s + STAGES - 1 < steps) issue_stage(write_stage);
-        cp_async_commit();
-        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+      for (int kk = 0; kk < BK; kk += 16) {
+        uint32_t a1[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+          ldmatrix_x4<!kAk>(a1[i], a_lane + read_off + kEl * uint32_t(kAk ? 16 * i * L::kALd + kk : kk * L::kALd + 16 * i));
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int tp = 0; tp < NT / 2; ++tp) {
+            uint32_t b1[4];
+            ldmatrix_x4<!kBk>(b1, b_lane + read_off + kEl * uint32_t(j * L::kBElems + (kBk ? 16 * tp * L::kBLd + kk : kk * L::kBLd + 16 * tp)));
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              mma16816<T>(acc[j][i][2 * tp], a1[i], b1[0], b1[1]);
+              mma16816<T>(acc[j][i][2 * tp + 1], a1[i], b1[2], b1[3]);
+            }
+          }
       }
-      if (ks == KS - 1) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        read_off = read_off + kStageBytes == STAGES * kStageBytes ? 0 : read_off + kStageBytes;
-        if (s + 1 < steps) load_frags(next, read_off, 0);
-      }
-      mmas(buf);
+      read_off = read_off + kStageBytes == STAGES * kStageBytes ? 0 : read_off + kStageBytes;
     }
-    if constexpr (KS % 2 == 1) {  // an odd slice count leaves the next step's first slice in buffer 1
+  } else {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    load_frags(0, 0, 0);
+
+    // Mainloop. Step s reads stage s % STAGES; at its first slice it issues step s + STAGES - 1
+    // into the stage step s - 1 read (every warp finished reading it before the barrier that ended
+    // step s - 1); at its last slice it waits for step s + 1, syncs once, and loads step s + 1's
+    // first fragments, so the ldmatrix of the next slice always overlaps the mmas of this one.
+    for (int s = 0; s < steps; ++s) {
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+      for (int ks = 0; ks < KS; ++ks) {
+        const int buf = ks % 2, next = (ks + 1) % 2;
+        if (ks < KS - 1) load_frags(next, read_off, 16 * (ks + 1));
+        if (ks == 0) {
+          if (s + STAGES - 1 < steps) issue_stage(write_stage);
+          cp_async_commit();
+          write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+        }
+        if (ks == KS - 1) {
+          cp_async_wait<STAGES - 2>();
+          __syncthreads();
+          read_off = read_off + kStageBytes == STAGES * kStageBytes ? 0 : read_off + kStageBytes;
+          if (s + 1 < steps) load_frags(next, read_off, 0);
+        }
+        mmas(buf);
+      }
+      if constexpr (KS % 2 == 1) {  // an odd slice count leaves the next step's first slice in buffer 1
 #pragma unroll
-        for (int e = 0; e < 4; ++e) af[0][i][e] = af[1][i][e];
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int j = 0; j < NB; ++j)
+          for (int e = 0; e < 4; ++e) af[0][i][e] = af[1][i][e];
 #pragma unroll
-        for (int tp = 0; tp < NT / 2; ++tp)
+        for (int j = 0; j < NB; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) bf[0][j][tp][e] = bf[1][j][tp][e];
+          for (int tp = 0; tp < NT / 2; ++tp)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) bf[0][j][tp][e] = bf[1][j][tp][e];
+      }
     }
   }
   cp_async_wait<0>();
