@@ -9,7 +9,7 @@
 // around each launch, L2 flushed (a 256 MB memset) before each, median of the reps.
 //
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel.
-// Usage: gemm_bench [check|small|time|all|profile] [results.md]
+// Usage: gemm_bench [check|small|time|all] [results.md]
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -101,7 +101,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kGemv4, kGemv8, kGemv16, kSimt };
+enum Path { kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -116,6 +116,9 @@ static const char* path_name(Path p) {
     case kTc128x128k64: return "gemm<128,128,64,2,2,3>";
     case kTc256x128: return "gemm<256,128,32,4,2,3>";
     case kTc128x256k64: return "gemm<128,256,64,2,4,3>";
+    case kTc128x256k64s4: return "gemm<128,256,64,2,4,4>";
+    case kTc256x128k64: return "gemm<256,128,64,4,2,3>";
+    case kTc128x128s3: return "gemm<128,128,32,2,2,3>";
     case kGemv4: return "gemv<16,4>";
     case kGemv8: return "gemv<16,8>";
     case kGemv16: return "gemv<16,16>";
@@ -148,6 +151,15 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kTc128x256k64:
       if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 256, 64, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x256k64s4:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<128, 256, 64, 2, 4, 4>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc256x128k64:
+      if constexpr (E::kAllPaths) return kg::gemm<T, kg::TileConfig<256, 128, 64, 4, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kTc128x128s3:  // kiln's default schedule, single and dual B (dual: the non-pipelined mainloop)
+      if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm<T, kg::TileConfig<128, 128, 32, 2, 2, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kGemv4:
       if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 4>>(p, e, s);
@@ -416,6 +428,7 @@ static void emit(const char* fmt, ...) {
 
 static int g_failures = 0;
 static bool g_small_only = false;  // mode "small": the edge checks under 2M MACs (for compute-sanitizer)
+static bool g_tc_only = false;     // mode "tc": checks, then only the tensor-core timings (M >= 816)
 
 // ---- correctness over edge shapes (every path that can run them) ----
 static void run_checks() {
@@ -453,11 +466,12 @@ static void run_checks() {
       o.make(s, epi == Epi::GateUp ? 2 : 1);
       std::vector<Path> paths;
       if (epi == Epi::GateUp) {
-        add_paths(paths, {kTc128x128w8, kSimt});
+        add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt});
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kTc128x128, kTc64x128});
       } else {
-        add_paths(paths, {kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kSimt});
+        add_paths(paths, {kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4,
+                          kTc256x128k64, kTc128x128s3, kSimt});
       }
       if (s.a_k && s.m <= 51) {
         if (epi == Epi::Store) {
@@ -502,6 +516,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
   }
   const float alpha = 1.0f, beta = 0.0f;
   for (const Shape& s : shapes) {
+    if (g_tc_only && s.m < 816) continue;
     Operands o;
     o.make(s, 1);
     const int64_t ws_bytes = kg::split_k_workspace_bytes(s.m, s.n);
@@ -531,7 +546,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     } else if (s.m <= 51) {
       add_paths(paths, {kTc64x128, kTc128x128});
     } else {
-      add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc64x128});
+      add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64});
     }
     for (Path path : paths) {
       const CheckResult r = check(o, path, Epi::Store, ws, ws_bytes, true);
@@ -553,21 +568,6 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
   }
 }
 
-// Mode "profile": one launch each of the main configurations, for ncu (no checks, no timing).
-static void run_profile() {
-  const Shape shapes[] = {Shape{4096, 4096, 4096}, Shape{16, 2048, 16384}};
-  for (const Shape& s : shapes) {
-    Operands o;
-    o.make(s, 1);
-    T* out;
-    CHECK_CUDA(cudaMalloc(&out, size_t(s.m * s.n) * sizeof(T)));
-    CHECK_CUDA(run_path(s.m > 16 ? kTc128x128 : kGemv16, o.p, StoreEpilogue{out, s.m, s.n}, nullptr, 0, 0));
-    CHECK_CUDA(cudaDeviceSynchronize());
-    CHECK_CUDA(cudaFree(out));
-    o.release();
-  }
-}
-
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   if (argc > 2) g_results = fopen(argv[2], "a");
@@ -575,9 +575,20 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDevice(&dev));
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   g_small_only = mode == "small";
-  if (mode == "profile") run_profile();
-  if (mode == "check" || mode == "small" || mode == "all") run_checks();
-  if (mode == "time" || mode == "all") {
+  g_tc_only = mode == "tc";
+  if (mode == "profile") {  // unchecked gemm<128,128,32,2,2,4>, then gemm<128,256,64,2,4,3>, twice each at 4096^3 (for ncu)
+    Operands o;
+    o.make(Shape{4096, 4096, 4096}, 1);
+    T* out;
+    CHECK_CUDA(cudaMalloc(&out, size_t(4096) * 4096 * sizeof(T)));
+    const StoreEpilogue e{out, 4096, 4096};
+    for (Path path : {kTc128x128, kTc128x256k64})
+      for (int i = 0; i < 2; ++i) CHECK_CUDA(run_path(path, o.p, e, nullptr, 0, 0));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return 0;
+  }
+  if (mode == "check" || mode == "small" || mode == "all" || mode == "tc") run_checks();
+  if (mode == "time" || mode == "all" || mode == "tc") {
     cublasHandle_t handle;
     CHECK_CUBLAS(cublasCreate(&handle));
     Timer timer;

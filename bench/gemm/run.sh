@@ -2,7 +2,8 @@
 # Builds the contraction-template harness (one binary per dtype, compiled in parallel), checks
 # every configuration on edge shapes, then checks and times the Linear/MatMul shapes against
 # cuBLAS and the read ceiling, appending everything to one results file.
-#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_PROFILE=1, GEMM_WERROR=1
+#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_WERROR=1,
+#                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../results/gemm_$(date -u +%F).md}
@@ -23,20 +24,14 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
   echo "- date: $(date -u '+%F %T UTC')"
   echo "- commit: $commit"
-  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas; gemm_bench all)"
+  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas; gemm_bench ${GEMM_MODE:-all})"
 } > "$out"
 status=0
-for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" all "$out" || status=1; done
+for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done
 if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
   for tool in memcheck racecheck; do
     echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs)" | tee -a "$out"
     timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" small 2>&1 | tail -5 | tee -a "$out"
   done
-fi
-if [ "${GEMM_PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
-  echo "## ncu (fp16: gemm<128,128,32,2,2,4> at 4096^3, gemv<16,16> at 16x2048x16384)" | tee -a "$out"
-  timeout 120 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
-    --kernel-name regex:'tensorcore_gemm|gemv_k' "$build/gemm_bench_0" profile 2>&1 | grep -v "^==PROF==" | tail -120 > "$build/ncu.txt"
-  sed 's/^/    /' "$build/ncu.txt" | tee -a "$out" > /dev/null
 fi
 exit $status

@@ -8,11 +8,16 @@
 // accumulators per B operand. K advances by BK: the A tile and the B tile(s) of a k-step are
 // copied global -> shared by cp.async, 16 bytes per copy, STAGES deep (STAGES-1 steps in flight
 // while one is computed); copies that cross M, N or K are zero-filled (cp.async src-size), so
-// edge tiles need no other branch. Each thread's copy addresses are set up once (TileLoader):
-// the first version recomputed them per k-step in 64-bit arithmetic and was issue-bound. Shared tiles keep the global layout (a row per m/n when k is
+// edge tiles need no other branch. Shared tiles keep the global layout (a row per m/n when k is
 // contiguous, a row per k when m/n is) padded by 16 bytes per row: the 8 rows one ldmatrix phase
 // reads then start in 8 different 16-byte bank groups (no conflicts, no swizzle arithmetic).
 // Fragments come from ldmatrix.x4, .trans where the operand's k is not contiguous.
+//
+// Mainloop (software-pipelined): the register fragments are double-buffered, so the ldmatrix of
+// k-slice kk+1 is issued before the mmas of slice kk, across k-steps too (the next stage's first
+// slice is read right after the single wait + barrier of each k-step); each thread's global ->
+// shared copy plan (TileCopy) is computed once. On H100 this leaves the L2 request rate, not the
+// mainloop, as the limit (bench/gemm/NOTES.md).
 //
 // Split-K (grids smaller than the GPU, batch 1, workspace given): split s of S sums its k-steps
 // into its own fp32 slice of the workspace; a second kernel adds the slices in split order
@@ -36,52 +41,63 @@ struct TcLayout {
   static constexpr size_t kSmemBytes = size_t(Config::STAGES) * kStageElems * sizeof(T);
 };
 
-// The cp.async copies of one operand's tiles, one k-step after another: kRows x kCols elements
-// of global rows (the strided axis) and contiguous columns, into shared rows of kLd elements.
-// Thread `tid` copies column chunk tid % (kCols / 8) of rows tid / (kCols / 8) + i * kRowsPerPass;
-// its pointer, strides and remaining extents are set up once, so that a k-step costs a few
-// instructions per 16-byte copy. Rows past the row extent and columns past the column extent
-// are zero-filled (src-size), so edge tiles need no other branch. kKAlongCols: k is the column
-// axis (k contiguous), else the row axis.
-template <typename T, int kRows, int kCols, int kLd, int kThreads, bool kKAlongCols>
-struct TileLoader {
-  static constexpr int kChunksPerRow = kCols / 8, kRowsPerPass = kThreads / kChunksPerRow;
-  static constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(kThreads % kChunksPerRow == 0, "TileConfig: the CTA's threads must cover whole rows of 16-byte chunks of a tile");
-  const T* ptr;          // this thread's first chunk at the next k-step
-  int64_t pass_stride;   // elements between a thread's rows
-  int64_t step_stride;   // elements between k-steps
-  int64_t row_rem;       // rows of the extent left from this thread's first row (at the next k-step)
-  int64_t col_rem;       // columns of the extent left from this thread's chunk (at the next k-step)
-  int dst;               // this thread's first chunk in the shared tile
+// One thread's share of copying an operand tile global -> shared, kept across k-steps. A tile is
+// kRows x kCols elements (rows: the global layout's strided axis, columns its contiguous one),
+// copied in 16-byte chunks; shared rows hold kLd elements. Chunks past row_rem rows or col_rem
+// columns of the global operand read as zero (cp.async src-size), so edge tiles need no branch.
+// When kThreads is a multiple of the chunks per row (every configuration in use), a thread's
+// chunks share one column and are kRowStep rows apart: the per-step work is a compare, a select
+// and a cp.async per chunk. Other shapes recompute each chunk's row and column.
+template <typename T, int kRows, int kCols, int kLd, int kThreads>
+struct TileCopy {
+  static constexpr int kChunksPerRow = kCols / 8, kChunks = kRows * kChunksPerRow;
+  static constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
+  static constexpr bool kRegular = kThreads % kChunksPerRow == 0;
+  static constexpr int kRowStep = kRegular ? kThreads / kChunksPerRow : 0;
 
-  TileLoader() = default;
-  __device__ __forceinline__ TileLoader(const T* src, int64_t row_stride, int64_t row0, int64_t row_limit, int64_t col0,
-                                        int64_t col_limit) {
-    const int row = int(threadIdx.x) / kChunksPerRow, col = 8 * (int(threadIdx.x) % kChunksPerRow);
-    ptr = src + (row0 + row) * row_stride + col0 + col;
-    pass_stride = row_stride * kRowsPerPass;
-    step_stride = kKAlongCols ? int64_t(kCols) : row_stride * kRows;
-    row_rem = row_limit - row0 - row;
-    col_rem = col_limit - col0 - col;
-    dst = row * kLd + col;
+  const T* tile;        // global element (row 0, column 0) of the tile at the current k-step
+  int64_t row_stride;   // global elements between rows
+  int64_t row_rem;      // global rows left from the tile's row 0 (<= 0: all zero)
+  int64_t col_rem;      // global columns left from the tile's column 0
+  int r0, c0;           // this thread's first chunk (regular case)
+
+  TileCopy() = default;
+
+  __device__ __forceinline__ TileCopy(const T* src, int64_t stride, int64_t row0, int64_t row_limit, int64_t col0, int64_t col_limit)
+      : tile(src + row0 * stride + col0), row_stride(stride), row_rem(row_limit - row0), col_rem(col_limit - col0) {
+    r0 = int(threadIdx.x) / kChunksPerRow;
+    c0 = int(threadIdx.x) % kChunksPerRow;
   }
-
-  __device__ __forceinline__ void issue(T* tile) {
-    const int rows_ok = row_rem <= 0 ? 0 : row_rem >= int64_t(kPasses) * kRowsPerPass ? kPasses : int((row_rem + kRowsPerPass - 1) / kRowsPerPass);
-    const int bytes = col_rem <= 0 ? 0 : col_rem >= 8 ? 16 : int(col_rem) * int(sizeof(T));
-    const int row = dst / kLd;
+  // Moves the tile `rows` rows and `cols` columns on.
+  __device__ __forceinline__ void advance(int rows, int cols) {
+    tile += rows * row_stride + cols;
+    row_rem -= rows;
+    col_rem -= cols;
+  }
+  // Issues this thread's cp.async copies into the shared tile at byte address `dst`.
+  __device__ __forceinline__ void issue(uint32_t dst) const {
+    if constexpr (kRegular) {
+      const int64_t cols_left = col_rem - 8 * c0;
+      const int col_bytes = cols_left <= 0 ? 0 : cols_left >= 8 ? 16 : int(cols_left) * int(sizeof(T));
+      const T* first = tile + r0 * row_stride + 8 * c0;
+      const uint32_t first_dst = dst + uint32_t((r0 * kLd + 8 * c0) * sizeof(T));
 #pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      if (kRows % kRowsPerPass != 0 && row + i * kRowsPerPass >= kRows) break;
-      // A zero src-size reads nothing: the pointer may lie past the extent.
-      cp_async16(tile + dst + i * kRowsPerPass * kLd, ptr + i * pass_stride, i < rows_ok ? bytes : 0);
-    }
-    ptr += step_stride;
-    if (kKAlongCols) {
-      col_rem -= kCols;
+      for (int i = 0; i < kIters; ++i) {
+        if (kChunks % kThreads != 0 && int(threadIdx.x) + i * kThreads >= kChunks) break;
+        const bool row_ok = r0 + i * kRowStep < row_rem;
+        const int bytes = row_ok ? col_bytes : 0;
+        cp_async16(first_dst + uint32_t(i * kRowStep * kLd * sizeof(T)), bytes > 0 ? first + i * kRowStep * row_stride : tile, bytes);
+      }
     } else {
-      row_rem -= kRows;
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int idx = int(threadIdx.x) + i * kThreads;
+        if (kChunks % kThreads != 0 && idx >= kChunks) break;
+        const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+        int64_t left = r < row_rem ? col_rem - 8 * c : 0;
+        const int bytes = left <= 0 ? 0 : left >= 8 ? 16 : int(left) * int(sizeof(T));
+        cp_async16(dst + uint32_t((r * kLd + 8 * c) * sizeof(T)), bytes > 0 ? tile + r * row_stride + 8 * c : tile, bytes);
+      }
     }
   }
 };
@@ -93,48 +109,75 @@ __global__ void __launch_bounds__(Config::kThreads)
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, STAGES = Config::STAGES;
   constexpr int kThreads = Config::kThreads;
   constexpr int WM = BM / Config::WARPS_M, WN = BN / Config::WARPS_N;
-  constexpr int MT = WM / 16, NT = WN / 8;
+  constexpr int MT = WM / 16, NT = WN / 8, KS = BK / 16;
+  // Double-buffered fragments while accumulators + two fragment buffers stay within ~200
+  // registers (every single-B configuration in use; not a dual product on 64x64 warp tiles).
+  constexpr bool kPipelined = NB * MT * NT * 4 + 2 * (MT * 4 + NB * (NT / 2) * 4) <= 200;
   using L = TcLayout<T, Config, NB, kAk, kBk>;
+  constexpr uint32_t kEl = sizeof(T), kStageBytes = L::kStageElems * kEl;
+  // Copy plans: rows are the strided axis of each operand's global layout.
+  using ACopy = TileCopy<T, kAk ? BM : BK, kAk ? BK : BM, L::kALd, kThreads>;
+  using BCopy = TileCopy<T, kBk ? BN : BK, kBk ? BK : BN, L::kBLd, kThreads>;
 
   extern __shared__ __align__(16) unsigned char tc_smem[];
-  T* smem = reinterpret_cast<T*>(tc_smem);
+  const uint32_t smem = smem_addr(tc_smem);
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int wm0 = (warp % Config::WARPS_M) * WM, wn0 = (warp / Config::WARPS_M) * WN;
-  // Grouped rasterization: consecutive CTAs walk kGroupM m-tiles down one n-column before the
-  // next column, so that the CTAs resident at once share their B tiles in L2.
-  constexpr int64_t kGroupM = 8;
-  const int64_t linear = int64_t(blockIdx.y) * gridDim.x + blockIdx.x, per_group = kGroupM * gridDim.x;
-  const int64_t first_m = linear / per_group * kGroupM;
-  const int64_t group_m = gridDim.y - first_m < kGroupM ? gridDim.y - first_m : kGroupM;
-  const int64_t m0 = (first_m + linear % per_group % group_m) * BM, n0 = (linear % per_group / group_m) * BN;
+  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
   const int64_t b = blockIdx.z / splits;
   const int split = int(blockIdx.z % splits);
-
-  const T* a_ptr = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b);
-  const T* b_ptr[NB];
-#pragma unroll
-  for (int j = 0; j < NB; ++j) b_ptr[j] = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b);
 
   const int64_t k_steps = (p.k + BK - 1) / BK;
   const int64_t step0 = int64_t(split) * k_steps_per_split;
   const int64_t step_end = step0 + k_steps_per_split < k_steps ? step0 + k_steps_per_split : k_steps;
   const int steps = int(step_end - step0);
+  const int64_t k0 = step0 * BK;
 
-  const int64_t k_first = step0 * BK;
-  TileLoader<T, L::kARows, kAk ? BK : BM, L::kALd, kThreads, kAk> a_load =
-      kAk ? TileLoader<T, L::kARows, kAk ? BK : BM, L::kALd, kThreads, kAk>(a_ptr, p.a.stride_mn, m0, p.m, k_first, p.k)
-          : TileLoader<T, L::kARows, kAk ? BK : BM, L::kALd, kThreads, kAk>(a_ptr, p.a.stride_k, k_first, p.k, m0, p.m);
-  using BLoader = TileLoader<T, L::kBRows, kBk ? BK : BN, L::kBLd, kThreads, kBk>;
-  BLoader b_load[NB] = {kBk ? BLoader(b_ptr[0], p.b[0].stride_mn, n0, p.n, k_first, p.k) : BLoader(b_ptr[0], p.b[0].stride_k, k_first, p.k, n0, p.n)};
-  if constexpr (NB == 2)
-    b_load[NB - 1] = kBk ? BLoader(b_ptr[NB - 1], p.b[NB - 1].stride_mn, n0, p.n, k_first, p.k)
-                         : BLoader(b_ptr[NB - 1], p.b[NB - 1].stride_k, k_first, p.k, n0, p.n);
-  // Copies the next k-step (the loaders advance by one step per call) into shared stage `stage`.
-  auto issue_stage = [&](int stage) {
-    T* st = smem + stage * L::kStageElems;
-    a_load.issue(st);
+  const T* a_base = static_cast<const T*>(p.a.data) + p.batch_offset(p.a, b);
+  ACopy a_copy = kAk ? ACopy(a_base, p.a.stride_mn, m0, p.m, k0, p.k) : ACopy(a_base, p.a.stride_k, k0, p.k, m0, p.m);
+  BCopy b_copy[NB];
 #pragma unroll
-    for (int j = 0; j < NB; ++j) b_load[j].issue(st + L::kAElems + j * L::kBElems);
+  for (int j = 0; j < NB; ++j) {
+    const T* base = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b);
+    b_copy[j] = kBk ? BCopy(base, p.b[j].stride_mn, n0, p.n, k0, p.k) : BCopy(base, p.b[j].stride_k, k0, p.k, n0, p.n);
+  }
+  // Issues the copies of the next k-step into stage `stage` and moves the plans one step on.
+  auto issue_stage = [&](int stage) {
+    const uint32_t st = smem + uint32_t(stage) * kStageBytes;
+    a_copy.issue(st);
+    a_copy.advance(kAk ? 0 : BK, kAk ? BK : 0);
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      b_copy[j].issue(st + (L::kAElems + j * L::kBElems) * kEl);
+      b_copy[j].advance(kBk ? 0 : BK, kBk ? BK : 0);
+    }
+  };
+
+  // ldmatrix lane roles: matrix q = lane / 8 of an x4, row r = lane % 8 of it. A: matrices
+  // (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15) = a0..a3. B: (n 0-7, k 0-7),
+  // (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) = b0, b1 of n-tile 2tp, then of 2tp+1.
+  // Each lane's byte address in stage 0 at (i, tp, kk) = 0; the rest is a compile-time offset.
+  const int q = lane / 8, r = lane % 8;
+  const uint32_t a_lane = smem + kEl * uint32_t(kAk ? (wm0 + 8 * (q % 2) + r) * L::kALd + 8 * (q / 2)
+                                                    : (8 * (q / 2) + r) * L::kALd + wm0 + 8 * (q % 2));
+  const uint32_t b_lane = smem + kEl * uint32_t(L::kAElems + (kBk ? (wn0 + 8 * (q / 2) + r) * L::kBLd + 8 * (q % 2)
+                                                                  : (8 * (q % 2) + r) * L::kBLd + wn0 + 8 * (q / 2)));
+  // Register fragments, double-buffered: slice kk + 1 is read from shared memory while the mmas
+  // of slice kk run.
+  uint32_t af[2][MT][4], bf[2][NB][NT / 2][4];
+  auto load_frags = [&](int buf, uint32_t stage_off, int kk) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const uint32_t off = kEl * uint32_t(kAk ? 16 * i * L::kALd + kk : kk * L::kALd + 16 * i);
+      ldmatrix_x4<!kAk>(af[buf][i], a_lane + stage_off + off);
+    }
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int tp = 0; tp < NT / 2; ++tp) {
+        const uint32_t off = kEl * uint32_t(j * L::kBElems + (kBk ? 16 * tp * L::kBLd + kk : kk * L::kBLd + 16 * tp));
+        ldmatrix_x4<!kBk>(bf[buf][j][tp], b_lane + stage_off + off);
+      }
   };
 
   float acc[NB][MT][NT][4];
@@ -145,52 +188,94 @@ __global__ void __launch_bounds__(Config::kThreads)
 #pragma unroll
       for (int t = 0; t < NT; ++t) acc[j][i][t][0] = acc[j][i][t][1] = acc[j][i][t][2] = acc[j][i][t][3] = 0.0f;
 
+  auto mmas = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) {
+          const int t = i % 2 ? NT - 1 - tt : tt;  // serpentine: consecutive mmas share a fragment
+          mma16816<T>(acc[j][i][t], af[buf][i], bf[buf][j][t / 2][2 * (t % 2)], bf[buf][j][t / 2][2 * (t % 2) + 1]);
+        }
+  };
+
+  // Prologue: STAGES - 1 k-steps in flight (then, pipelined, the first slice's fragments).
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < steps) issue_stage(s);
     cp_async_commit();
   }
-
-  // ldmatrix lane roles: matrix q = lane / 8 of an x4, row r = lane % 8 of it.
-  const int q = lane / 8, r = lane % 8;
-  for (int s = 0; s < steps; ++s) {
+  uint32_t read_off = 0;
+  int write_stage = STAGES - 1;
+  if constexpr (!kPipelined) {
+    // Accumulators too many for two fragment buffers (a dual product on 64x64 warp tiles): one
+    // slice at a time, B fragments loaded per n-tile pair, as few live registers as possible.
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (s + STAGES - 1 < steps) issue_stage(write_stage);
+      cp_async_commit();
+      write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        uint32_t a1[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+          ldmatrix_x4<!kAk>(a1[i], a_lane + read_off + kEl * uint32_t(kAk ? 16 * i * L::kALd + kk : kk * L::kALd + 16 * i));
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int tp = 0; tp < NT / 2; ++tp) {
+            uint32_t b1[4];
+            ldmatrix_x4<!kBk>(b1, b_lane + read_off + kEl * uint32_t(j * L::kBElems + (kBk ? 16 * tp * L::kBLd + kk : kk * L::kBLd + 16 * tp)));
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              mma16816<T>(acc[j][i][2 * tp], a1[i], b1[0], b1[1]);
+              mma16816<T>(acc[j][i][2 * tp + 1], a1[i], b1[2], b1[3]);
+            }
+          }
+      }
+      read_off = read_off + kStageBytes == STAGES * kStageBytes ? 0 : read_off + kStageBytes;
+    }
+  } else {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (s + STAGES - 1 < steps) issue_stage((s + STAGES - 1) % STAGES);
-    cp_async_commit();
+    load_frags(0, 0, 0);
 
-    const T* st = smem + (s % STAGES) * L::kStageElems;
+    // Mainloop. Step s reads stage s % STAGES; at its first slice it issues step s + STAGES - 1
+    // into the stage step s - 1 read (every warp finished reading it before the barrier that ended
+    // step s - 1); at its last slice it waits for step s + 1, syncs once, and loads step s + 1's
+    // first fragments, so the ldmatrix of the next slice always overlaps the mmas of this one.
+    for (int s = 0; s < steps; ++s) {
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      uint32_t af[MT][4];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        // Matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15) = a0..a3.
-        if constexpr (kAk) {
-          ldmatrix_x4<false>(af[i], st + (wm0 + 16 * i + 8 * (q % 2) + r) * L::kALd + kk + 8 * (q / 2));
-        } else {
-          ldmatrix_x4<true>(af[i], st + (kk + 8 * (q / 2) + r) * L::kALd + wm0 + 16 * i + 8 * (q % 2));
+      for (int ks = 0; ks < KS; ++ks) {
+        const int buf = ks % 2, next = (ks + 1) % 2;
+        if (ks < KS - 1) load_frags(next, read_off, 16 * (ks + 1));
+        if (ks == 0) {
+          if (s + STAGES - 1 < steps) issue_stage(write_stage);
+          cp_async_commit();
+          write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
         }
+        if (ks == KS - 1) {
+          cp_async_wait<STAGES - 2>();
+          __syncthreads();
+          read_off = read_off + kStageBytes == STAGES * kStageBytes ? 0 : read_off + kStageBytes;
+          if (s + 1 < steps) load_frags(next, read_off, 0);
+        }
+        mmas(buf);
       }
+      if constexpr (KS % 2 == 1) {  // an odd slice count leaves the next step's first slice in buffer 1
 #pragma unroll
-      for (int j = 0; j < NB; ++j) {
-        const T* bt = st + L::kAElems + j * L::kBElems;
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int tp = 0; tp < NT / 2; ++tp) {
-          // Matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15): b0, b1 of
-          // n-tile 2tp, then of n-tile 2tp+1.
-          uint32_t bf[4];
-          if constexpr (kBk) {
-            ldmatrix_x4<false>(bf, bt + (wn0 + 16 * tp + 8 * (q / 2) + r) * L::kBLd + kk + 8 * (q % 2));
-          } else {
-            ldmatrix_x4<true>(bf, bt + (kk + 8 * (q % 2) + r) * L::kBLd + wn0 + 16 * tp + 8 * (q / 2));
-          }
+          for (int e = 0; e < 4; ++e) af[0][i][e] = af[1][i][e];
 #pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            mma16816<T>(acc[j][i][2 * tp], af[i], bf[0], bf[1]);
-            mma16816<T>(acc[j][i][2 * tp + 1], af[i], bf[2], bf[3]);
-          }
-        }
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int tp = 0; tp < NT / 2; ++tp)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) bf[0][j][tp][e] = bf[1][j][tp][e];
       }
     }
   }

@@ -213,8 +213,8 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   };
   const auto m = side(c.m_axes), n = side(c.n_axes);
   // Measured on H100 (bench/gemm/NOTES.md): GemvConfig<16, 16> where N <= 2048 (K is long, so
-  // more warps split it), else <16, 8>; 64x128 tiles with split-K up to M = 256; 128x128x64 above
-  // (128x128x32 over 8 warps for a dual product, whose accumulators double).
+  // more warps split it), else <16, 8>; 64x128 tiles with split-K up to M = 256; 256x128x64 over
+  // 8 warps above (128x128x32 over 8 warps for a dual product, whose accumulators double).
   GemmTemplate g;
   g.tf32 = da == DType::Float32;
   if (n && *n <= 2048) g.gemv_warps = 16;

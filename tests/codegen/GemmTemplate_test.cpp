@@ -55,9 +55,9 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
   for (const char* call : {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 16>>",
                            "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 4>>",
                            "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
-                           "kiln::gemm::gemm<__nv_bfloat16, kiln::gemm::TileConfig<128, 128, 64, 2, 2, 3>>",
+                           "kiln::gemm::gemm<__nv_bfloat16, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
                            "static constexpr int kNumB = 2;",
-                           "kiln::gemm::gemm<float, kiln::gemm::TileConfig<128, 128, 64, 2, 2, 3>>"}) {
+                           "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
   const fs::path dir = fs::temp_directory_path() / ("kiln_gemm_template_test_" + std::to_string(::getpid()));

@@ -24,7 +24,7 @@ struct GemmTemplate {
   // accumulators) uses `dual_mid_tile` / `dual_tile`.
   int64_t mid_max_m = 256;
   GemmTile mid_tile{64, 128, 32, 2, 2, 4};
-  GemmTile tile{128, 128, 64, 2, 2, 3};
+  GemmTile tile{256, 128, 64, 4, 2, 3};
   GemmTile dual_mid_tile{64, 128, 32, 2, 2, 4};
   GemmTile dual_tile{128, 128, 32, 2, 4, 3};
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
