@@ -44,6 +44,18 @@ if [[ ",$steps," == *",conformance,"* ]]; then
     echo "# wall time: $(( $(date +%s) - start )) s"
   } > "$conformance"
   grep -v '^PASS' "$conformance" | tail -n 30
+  # The onnx wheel's node cases (tests/conformance/onnx_wheel_cases.py, written here from this
+  # machine's onnx package) on the CUDA backend too.
+  wheel="$OUT/cuda_conformance_wheel_${date}${tag}.txt"
+  {
+    echo "# onnx $(python3 -c 'import onnx; print(onnx.__version__)') node cases, kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader), $date, commit ${KILN_COMMIT:-unknown}"
+    python3 tests/conformance/onnx_wheel_cases.py /tmp/kiln-wheel-cases > /dev/null
+    start=$(date +%s)
+    timeout "${WHEEL_TIMEOUT:-300}" "$carry/kiln" test-onnx /tmp/kiln-wheel-cases --backend cuda --cuda-arch sm_90 --cuda-jobs 16 \
+      --cuda-work-dir /tmp/kiln-cuda-wheel --skip-list tests/conformance/onnx_wheel_known_bad.txt -v 2>&1
+    echo "# wall time: $(( $(date +%s) - start )) s"
+  } > "$wheel"
+  grep -v '^PASS' "$wheel" | tail -n 30
 fi
 
 if [[ ",$steps," == *",sanitizer,"* ]]; then
