@@ -55,7 +55,9 @@ __device__ inline T combine(T a, T b) {
 template <int Kind, typename T>
 __device__ inline T warp_allreduce(T v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = combine<Kind>(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v = combine<Kind>(v, static_cast<T>(__shfl_xor_sync(0xffffffffu, v, offset)));  // bool shuffles as int
+  }
   return v;
 }
 
