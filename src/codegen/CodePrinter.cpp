@@ -6,6 +6,7 @@
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/SmallFloat.h"
 #include "kiln/support/Error.h"
 
 namespace kiln::codegen {
@@ -263,7 +264,12 @@ std::string CodePrinter::buffer_pointer_type(const Buffer& b, bool is_const) {
 }
 
 std::string CodePrinter::float_const(Type t, double v) {
-  const bool half = t.dtype == DType::Float16 || t.dtype == DType::BFloat16 || is_small_float(t.dtype);
+  // float8/float4/E8M0 constants as their exact bit pattern: from_float is a saturating Cast, which
+  // would turn an infinity (a non-saturating Cast's overflow value) into the largest finite value.
+  if (is_small_float(t.dtype)) {
+    return type_name(t) + "{" + std::to_string(small_float_encode(t.dtype, v, /*saturate=*/false)) + "}";
+  }
+  const bool half = t.dtype == DType::Float16 || t.dtype == DType::BFloat16;
   const std::string compute = t.dtype == DType::Float64 ? "double" : "float";
   std::string text;
   if (std::isnan(v)) {

@@ -53,3 +53,29 @@ TEST(SmallFloatRuntime, GeneratedConversionsMatchTheReference) {
 }
 
 }  // namespace
+
+#include "../ops/TestGraph.h"
+#include "kiln/codegen/Codegen.h"
+#include "kiln/codegen/GraphFunctions.h"
+
+namespace {
+
+// A non-saturating Cast to float8 E5M2 overflows to infinity. Generated code must print that
+// constant as its bit pattern (0x7c, 0xfc): through from_float, a saturating conversion, it became
+// the largest finite value (57344), which the CUDA run of the onnx wheel's cast_no_saturate cases
+// showed (bench/results/cuda_conformance_wheel_H100_2026-11-23_final.txt).
+TEST(SmallFloatRuntime, NonSaturatingCastPrintsInfinityAsItsBitPattern) {
+  kiln::test::TestGraph t(21, false);
+  const int x = t.input("x", kiln::DType::Float32, {kiln::ir::Expr(4)});
+  t.output(t.node("cast", kiln::OpKind::Cast, {x},
+                  {{"to", kiln::test::int_attr(19)}, {"saturate", kiln::test::int_attr(0)}}));  // FLOAT8E5M2
+  for (kiln::codegen::Target target : {kiln::codegen::Target::Cpu, kiln::codegen::Target::Cuda}) {
+    const auto functions = kiln::codegen::lower_graph(t.graph, target, "cast");
+    const std::string text = kiln::codegen::generate_module({functions.at(0).func}, target);
+    EXPECT_NE(text.find("float8_e5m2_t{124}"), std::string::npos) << text;  // +inf
+    EXPECT_NE(text.find("float8_e5m2_t{252}"), std::string::npos) << text;  // -inf
+    EXPECT_EQ(text.find("kiln::infinity<float>()"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
