@@ -14,4 +14,7 @@ python3 -m pip install -q --disable-pip-version-check "$root" 2>&1 | { grep -v "
 export KILN_TEST_LIBRARY="$build/libkiln_test_library.so"
 # test_compiled_cpu.py compiles an example model with the kiln binary of the main build.
 if [ -n "${KILN_BUILD_DIR:-}" ]; then export KILN_BINARY="$KILN_BUILD_DIR/tools/kiln"; fi
+# With no arguments: these tests and tests/quant/test_modelopt_onnx.py (a Model Optimizer NVFP4
+# ONNX through kiln quantize, against onnx.reference).
+if [ $# -eq 0 ]; then set -- . ../quant/test_modelopt_onnx.py; fi
 cd "$root/tests/python" && python3 -m pytest -q -rs "$@"

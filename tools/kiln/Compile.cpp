@@ -10,6 +10,7 @@
 #include "kiln/onnx/Import.h"
 #include "kiln/ops/GraphTensors.h"
 #include "kiln/package/ModelLibrary.h"
+#include "kiln/quant/PrequantizedOnnx.h"
 #include "kiln/support/Error.h"
 #include "kiln/schedule/Defaults.h"
 #include "kiln/tune/Apply.h"
@@ -89,7 +90,8 @@ int run_compile(const CompileOptions& options) {
   if (options.model_library && !options.nodes.empty()) {
     user_error("--model compiles the whole graph; it cannot be combined with --nodes");
   }
-  Graph graph = load_onnx(options.model);
+  // Model Optimizer NVFP4 weights (DequantizeLinear of FLOAT4E2M1) become kiln.QuantLinear as shipped.
+  Graph graph = quant::load_onnx_prequantized(options.model);
   const std::string model_name = fs::path(options.model).stem().string();
   // Tuning records: the best schedule per kernel where one was measured, the default otherwise.
   tune::Database records;
