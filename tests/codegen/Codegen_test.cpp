@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "CompileCuda.h"
 #include "kiln/codegen/Build.h"
 #include "kiln/codegen/Codegen.h"
 #include "kiln/ir/IROperator.h"
@@ -232,8 +233,6 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
 }
 
 TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
-  const std::string nvcc = codegen::find_nvcc();
-  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found: generated CUDA is not compiled here";
   std::vector<LoweredFunc> funcs = {lower_functions("chain_f32", elementwise_chain(DType::Float32), true),
                                     lower_functions("chain_bf16", elementwise_chain(DType::BFloat16), true),
                                     lower_functions("softmax", row_softmax(), true),
@@ -243,20 +242,7 @@ TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
                                     lower_functions("colmax_guarded", column_max_guarded(), true),
                                     lower_functions("matmul_f32", matmul(DType::Float32), true),
                                     lower_functions("matmul_bf16", matmul(DType::BFloat16), true)};
-  const fs::path dir = fresh_dir("cuda");
-  const fs::path source = dir / "module.cu";
-  std::ofstream(source) << codegen::generate_module(funcs, codegen::Target::Cuda);
-  const std::string log = (dir / "nvcc.log").string();
-  const std::string cmd = "'" + nvcc + "' -std=c++20 -c --expt-relaxed-constexpr -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror" +
-                          " -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90" +
-                          " -gencode=arch=compute_110,code=sm_110 -I'" + (dir / "include").string() + "' -o '" +
-                          (dir / "module.o").string() + "' '" + source.string() + "' > '" + log + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << cmd << "\n" << output;
-  EXPECT_EQ(output, "") << "nvcc printed warnings:\n" << output;
-  fs::remove_all(dir);
+  test::expect_cuda_compiles_for_every_architecture("cuda", codegen::generate_module(funcs, codegen::Target::Cuda));
 }
 
 }  // namespace

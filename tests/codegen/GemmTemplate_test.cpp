@@ -4,11 +4,9 @@
 // float16 and bfloat16, and float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <unistd.h>
 
 #include "../ops/TestGraph.h"
+#include "CompileCuda.h"
 #include "kiln/codegen/Build.h"
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
@@ -17,7 +15,6 @@
 namespace kiln {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace ir;
 
 // A gated MLP over symbolic tokens: gate/up (a dual product) and down, each with three paths
@@ -36,8 +33,6 @@ Graph gated_mlp(DType dtype) {
 }
 
 TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
-  const std::string nvcc = codegen::find_nvcc();
-  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found: generated CUDA is not compiled here";
   std::vector<LoweredFunc> funcs;
   for (DType d : {DType::Float16, DType::BFloat16}) {
     for (auto& f : codegen::lower_graph(gated_mlp(d), codegen::Target::Cuda, "mlp_" + std::string(dtype_name(d)))) {
@@ -60,23 +55,7 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
                            "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
-  const fs::path dir = fs::temp_directory_path() / ("kiln_gemm_template_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  codegen::write_support_files((dir / "include").string());
-  const fs::path source = dir / "module.cu";
-  std::ofstream(source) << source_text;
-  const std::string log = (dir / "nvcc.log").string();
-  const std::string cmd = "'" + nvcc + "' -std=c++20 -c --expt-relaxed-constexpr -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror" +
-                          " -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90" +
-                          " -gencode=arch=compute_110,code=sm_110 -I'" + (dir / "include").string() + "' -o '" +
-                          (dir / "module.o").string() + "' '" + source.string() + "' > '" + log + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << cmd << "\n" << output;
-  EXPECT_EQ(output, "") << "nvcc printed warnings:\n" << output;
-  fs::remove_all(dir);
+  test::expect_cuda_compiles_for_every_architecture("gemm_template", source_text);
 }
 
 }  // namespace
