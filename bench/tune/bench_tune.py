@@ -13,7 +13,7 @@ same way, and the copy bandwidth of a 1 GiB copy.
 Usage: bench_tune.py --kiln KILN --records RECORDS --out DIR MODEL.onnx...
 """
 import argparse
-import ctypes
+import importlib.util
 import datetime
 import json
 import os
@@ -26,45 +26,24 @@ import torch.nn.functional as F
 from onnx import numpy_helper
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+# The kernel contract through ctypes (kiln_<name> over DLTensors), shared with the core benchmark.
+_core = _load("kiln_core_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core", "bench.py"))
 
 
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-DL_CODES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4, 16)}
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-class KilnFunction:
-    def __init__(self, library, name, tensors):
-        self.lib = ctypes.CDLL(library)
-        self.fn = getattr(self.lib, "kiln_" + name)
-        self.fn.restype = ctypes.c_int32
-        self.fn.argtypes = [ctypes.POINTER(DLTensor), ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
-        self.lib.kiln_last_error.restype = ctypes.c_char_p
-        self.keep = []
-        self.args = (DLTensor * len(tensors))()
-        for i, t in enumerate(tensors):
-            shape = (ctypes.c_int64 * max(1, t.dim()))(*t.shape)
-            self.keep.append(shape)
-            code, bits = DL_CODES[t.dtype]
-            self.args[i] = DLTensor(t.data_ptr(), DLDevice(2, 0), t.dim(), DLDataType(code, bits, 1), shape, None, 0)
-        self.workspace = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-
-    def __call__(self):
-        status = self.fn(self.args, len(self.args), ctypes.c_void_p(self.workspace.data_ptr()),
-                         ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-        if status != 0:
-            raise RuntimeError("kiln call failed (%d): %s" % (status, self.lib.kiln_last_error().decode()))
+def KilnFunction(library, name, tensors):
+    fn = _core.KilnFunction(library, name)
+    fn.prepare(tensors)  # binds the tensors; 64 MB of workspace
+    return fn
 
 
 FLUSH = None
