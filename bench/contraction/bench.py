@@ -432,23 +432,32 @@ def main():
              "- torch %s; copy bandwidth (read + write) %.0f GB/s" % (torch.__version__, bandwidth),
              "- times: per call, CUDA-graph replay of 20 back-to-back calls, median of 7; every kiln result checked"
              " first (fresh random inputs, NaN-poisoned outputs, relative error vs fp32 torch)",
-             "", "## Linear layers (MatMul x[M,K] @ W[K,N]) vs torch.matmul (cuBLAS)", "",
-             "| dtype | N x K | M | check | kiln us | cuBLAS us | kiln / cuBLAS speed | TFLOP/s | % of read ceiling (M<=16) |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r in linear_rows:
-        lines.append("| %s | %dx%d | %d | %s | %s | %.1f | %s | %s | %s |" % (
-            r["dtype"], r["n"], r["k"], r["m"], r["check"], f(r["kiln_us"]), r["cublas_us"], f(r["ratio"], "%.2fx"),
-            f(r["tflops"]), f(r.get("read_pct"), "%.0f%%")))
-    lines += ["", "Read ceiling (streaming kernel, same bytes, L2 rotated): " +
-              ", ".join("%dx%d %.2f us" % (n, k, read_ceiling[(n, k)]) for n, k in read_ceiling), "",
-              "## Models exported from PyTorch (torch.onnx.export opset 17), kiln compile --target %s" % args.arch, "",
-              "| model | input | check | kiln us | torch eager us | torch.compile us | eager / kiln | compile / kiln |",
-              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r in model_rows:
-        k = r["kiln_us"]
-        lines.append("| %s | %s | %s | %s | %.1f | %s | %s | %s |" % (
-            r["model"], r["shape"], r["check"], f(k), r["eager_us"], f(r["compile_us"]),
-            f(r["eager_us"] / k if k else None, "%.2fx"), f(r["compile_us"] / k if k and r["compile_us"] else None, "%.2fx")))
+             ]
+    # A section's run (--only) prints only the tables it filled.
+    if linear_rows:
+        lines += ["", "## Linear layers (MatMul x[M,K] @ W[K,N]) vs torch.matmul (cuBLAS)", "",
+                  "| dtype | N x K | M | check | kiln us | cuBLAS us | kiln / cuBLAS speed | TFLOP/s |"
+                  " % of read ceiling (M<=16) |",
+                  "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in linear_rows:
+            lines.append("| %s | %dx%d | %d | %s | %s | %.1f | %s | %s | %s |" % (
+                r["dtype"], r["n"], r["k"], r["m"], r["check"], f(r["kiln_us"]), r["cublas_us"],
+                f(r["ratio"], "%.2fx"), f(r["tflops"]), f(r.get("read_pct"), "%.0f%%")))
+        lines += ["", "Read ceiling (streaming kernel, same bytes, L2 rotated): " +
+                  ", ".join("%dx%d %.2f us" % (n, k, read_ceiling[(n, k)]) for n, k in read_ceiling)]
+    if model_rows:
+        lines += ["", "## Models exported from PyTorch (torch.onnx.export opset 17), kiln compile --target %s"
+                  % args.arch, "",
+                  "| model | input | check | kiln us | torch eager us | torch.compile us | eager / kiln |"
+                  " compile / kiln |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in model_rows:
+            k = r["kiln_us"]
+            lines.append("| %s | %s | %s | %s | %.1f | %s | %s | %s |" % (
+                r["model"], r["shape"], r["check"], f(k), r["eager_us"], f(r["compile_us"]),
+                f(r["eager_us"] / k if k else None, "%.2fx"),
+                f(r["compile_us"] / k if k and r["compile_us"] else None, "%.2fx")))
+    lines.append("")
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
