@@ -1,6 +1,7 @@
 // The lowering pipeline, top to bottom:
 //   1. order the tensors between inputs and outputs, producers first;
-//   2. choose which injective tensors to inline into their consumers (fusion of elementwise chains);
+//   2. choose which injective tensors to inline into their consumers (fusion of elementwise chains;
+//      a small one read a few times is recomputed in each reader rather than stored);
 //   3. build one loop nest per remaining stage (reductions get an accumulator);
 //   4. apply each stage's schedule (split, fuse, reorder, bind, vectorize, unroll), then spread
 //      reductions over the threads of a block where the schedule says so (row reductions along
@@ -60,6 +61,66 @@ class CountReads : public IRVisitor {
     IRVisitor::visit(op);
   }
 };
+
+// One tensor body's size in expression nodes and the tensors it reads, with how often.
+class BodyCost : public IRVisitor {
+ public:
+  int64_t nodes = 0;
+  std::unordered_map<const te::TensorNode*, int> reads;
+  using IRVisitor::visit;
+
+ protected:
+#define KILN_EXPR_NODE(name)                \
+  void visit(const name* op) override {     \
+    count(op);                              \
+    IRVisitor::visit(op);                   \
+  }
+#include "kiln/ir/Nodes.def"
+
+ private:
+  template <typename Node>
+  void count(const Node*) {
+    ++nodes;
+  }
+  void count(const TensorRead* op) {
+    ++nodes;
+    ++reads[op->tensor.get()];
+  }
+};
+
+// Which injective tensors to inline into their readers. A tensor read once is always inlined
+// (fusion costs nothing). One read a few times is inlined too when its body, with what is
+// inlined into it, is small: recomputing a LayerNorm output in each of the GELU terms that read
+// it costs a few arithmetic instructions, keeping it costs a write and a read of every element
+// and a kernel boundary (the LayerNorm+GELU row kernel stays one kernel).
+constexpr int kMaxRecomputedReads = 4;
+constexpr int64_t kMaxRecomputedNodes = 48;
+
+std::vector<te::Tensor> choose_inlined(const std::vector<te::Tensor>& order,
+                                       const std::unordered_set<const te::TensorNode*>& is_output,
+                                       const std::set<const te::TensorNode*>& keep) {
+  CountReads counts;
+  for (const te::Tensor& t : order) counts.visit(t->body);
+  std::vector<te::Tensor> inlined;
+  std::unordered_map<const te::TensorNode*, int64_t> inlined_nodes;  // body size once inlined
+  for (const te::Tensor& t : order) {
+    const te::TensorNode* node = t.node().get();
+    if (t->pattern != te::Pattern::Injective || is_output.count(node) || keep.count(node)) continue;
+    BodyCost cost;
+    cost.visit(t->body);
+    int64_t nodes = cost.nodes;
+    for (const auto& [producer, reads] : cost.reads) {
+      auto it = inlined_nodes.find(producer);
+      if (it != inlined_nodes.end()) nodes += reads * (it->second - 1);
+    }
+    const int reads = counts.reads[node];
+    if (reads <= 1 || (reads <= kMaxRecomputedReads && nodes <= kMaxRecomputedNodes)) {
+      inlined.push_back(t);
+      inlined_nodes[node] = nodes;
+    }
+  }
+  return inlined;
+}
 
 // Replaces TensorRead with Load from the tensor's buffer.
 class ReadsToLoads : public IRMutator {
@@ -143,18 +204,9 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   }
 
   // 2. Choose what to inline.
-  CountReads counts;
-  for (const te::Tensor& t : order) counts.visit(t->body);
-  std::vector<te::Tensor> inlined;
   const std::set<const te::TensorNode*> keep = keep_template_operands(order, schedule);
-  if (options.inline_injective) {
-    for (const te::Tensor& t : order) {
-      if (t->pattern == te::Pattern::Injective && !is_output.count(t.node().get()) && counts.reads[t.node().get()] <= 1 &&
-          !keep.count(t.node().get())) {
-        inlined.push_back(t);
-      }
-    }
-  }
+  std::vector<te::Tensor> inlined;
+  if (options.inline_injective) inlined = choose_inlined(order, is_output, keep);
   std::unordered_set<const te::TensorNode*> inlined_set;
   for (const te::Tensor& t : inlined) inlined_set.insert(t.node().get());
 

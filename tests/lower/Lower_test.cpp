@@ -33,6 +33,36 @@ TEST(Lower, ElementwiseChainBecomesOneLoopNest) {
   }
 }
 
+TEST(Lower, SmallTensorReadTwiceIsRecomputedNotStored) {
+  // y = n * (n + 1) with n = (a - 1) * 3: n is read twice but cheap, so it is inlined (one loop
+  // nest, no buffer for n), as a LayerNorm output is into the GELU terms that read it.
+  te::Tensor a = te::placeholder("a", DType::Float32, {Expr(4), Expr(3)});
+  te::Tensor n = te::compute("n", a.shape(), [&](const std::vector<Expr>& i) { return (a(i) - 1) * 3; });
+  te::Tensor y = te::compute("y", a.shape(), [&](const std::vector<Expr>& i) { return n(i) * (n(i) + 1); });
+  LoweredFunc f = lower("recompute", {a}, {y});
+  const std::string text = to_string(f.body);
+  EXPECT_EQ(text.find("n["), std::string::npos) << text;
+  HostTensor in = iota(DType::Float32, {4, 3});
+  std::vector<HostTensor> out = interpret(f, {in});
+  for (int64_t i = 0; i < in.num_elements(); ++i) {
+    const double v = (in.get_double(i) - 1) * 3;
+    EXPECT_FLOAT_EQ(out[0].get_double(i), v * (v + 1)) << "element " << i;
+  }
+}
+
+TEST(Lower, LargeTensorReadTwiceStaysABuffer) {
+  // A body of well over the recompute budget read twice is computed once and stored.
+  te::Tensor a = te::placeholder("a", DType::Float32, {Expr(8)});
+  te::Tensor big = te::compute("big", a.shape(), [&](const std::vector<Expr>& i) {
+    Expr e = a(i);
+    for (int k = 0; k < 40; ++k) e = e * 3 + a(i);
+    return e;
+  });
+  te::Tensor y = te::compute("y", a.shape(), [&](const std::vector<Expr>& i) { return big(i) - big(i) * big(i); });
+  LoweredFunc f = lower("keep", {a}, {y});
+  EXPECT_NE(to_string(f.body).find("big["), std::string::npos) << to_string(f.body);
+}
+
 TEST(Lower, ReductionWithSymbolicRowsMatchesHandComputedSums) {
   Expr rows = var("rows");
   te::Tensor x = te::placeholder("x", DType::Float32, {rows, Expr(5)});
