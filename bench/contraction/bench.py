@@ -343,8 +343,33 @@ def bench_model(name, module, model_path, kiln_dir, shapes, dtype, limit, rows):
                 comp = None
         rows.append(dict(model=name, shape="x".join(map(str, shape)), check=status, kiln_us=kus, eager_us=eager,
                          compile_us=comp))
+        if PROFILE and kus:
+            profile_kernels("%s %s kiln" % (name, shape), fn)
+            if comp:
+                profile_kernels("%s %s torch.compile" % (name, shape), lambda: compiled(x))
         print("%s %s: %s kiln %s us, eager %.1f us, torch.compile %s us" % (
             name, shape, status, "%.1f" % kus if kus else "-", eager, "%.1f" % comp if comp else "-"), flush=True)
+
+
+PROFILE = False  # --profile: per-kernel GPU times of kiln and torch.compile for each model shape
+
+
+def profile_kernels(label, fn, calls=10):
+    """Prints each kernel's GPU time per call (CUPTI through torch.profiler), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad():
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
+    kernels.sort(key=lambda e: -e.self_device_time_total)
+    total = sum(e.self_device_time_total for e in kernels) / calls
+    print("profile %s: %.1f us of kernels per call" % (label, total))
+    for e in kernels[:12]:
+        print("  %8.1f us  %4d/call  %s" % (e.self_device_time_total / calls, e.count // calls, e.key[:110]))
 
 
 # ---- main --------------------------------------------------------------------------------------
@@ -357,7 +382,10 @@ def main():
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--only", default="linear,mlp,nvfp4,vit,cnn")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--profile", action="store_true", help="per-kernel GPU times of each model (kiln, torch.compile)")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     only = set(args.only.split(","))
     os.makedirs(args.work, exist_ok=True)
     w = args.work

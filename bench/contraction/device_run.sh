@@ -8,7 +8,8 @@
 #      small-M switch, fp16 and bf16), then again under compute-sanitizer memcheck and racecheck, and
 #      the suite's MatMul and Gemm cases under both tools.
 # Results: $OUT (the device tool brings them back) -> bench/results/. KILN_COMMIT names the commit.
-# STEPS=bench,conformance,sanitizer chooses steps.
+# STEPS=bench,conformance,sanitizer chooses steps; BENCH_ONLY the bench sections; BENCH_ARGS more bench.py
+# arguments (--profile: per-kernel times of each model, kiln and torch.compile).
 set -uo pipefail
 OUT="${OUT:-bench/results}"
 mkdir -p "$OUT"
@@ -26,11 +27,11 @@ if [[ ",$steps," == *",bench,"* ]]; then
   # the others' tables; the sections' tables are joined into one results file.
   for section in ${BENCH_ONLY:-linear mlp nvfp4 vit cnn}; do
     python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out /tmp/kiln-contraction-results \
-      --only "$section" --tag "$section" >> "$OUT/contraction_log$tag.txt" 2>&1 || echo "section $section failed: exit $?"
+      --only "$section" --tag "$section" ${BENCH_ARGS:-} >> "$OUT/contraction_log$tag.txt" 2>&1 || echo "section $section failed: exit $?"
   done
   device=$(nvidia-smi --query-gpu=name --format=csv,noheader | tr ' ' '_')
   cat /tmp/kiln-contraction-results/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}.md"
-  grep -v "Warning\|warn(" "$OUT/contraction_log$tag.txt" | grep -E "^(linear|Gemma|ViT|CNN|section|kiln compile failed|Traceback|Fatal|  File)" | tail -n 80
+  grep -v "Warning\|warn(" "$OUT/contraction_log$tag.txt" | grep -E "^(linear|Gemma|ViT|CNN|section|profile|kiln compile failed|Traceback|Fatal|  File| +[0-9.]+ us )" | tail -n 80
 fi
 
 if [[ ",$steps," == *",conformance,"* ]]; then
