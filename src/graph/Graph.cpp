@@ -1,5 +1,7 @@
 #include "kiln/graph/Graph.h"
 
+#include <algorithm>
+
 #include "kiln/ir/IR.h"
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/support/Error.h"
@@ -87,6 +89,57 @@ ir::Expr Graph::symbol(const std::string& dim_name) {
   ir::Expr s = ir::var(dim_name);
   symbols_.emplace(dim_name, s);
   return s;
+}
+
+Graph cut_graph(const Graph& graph, const std::vector<std::string>& names) {
+  std::vector<int> outputs;
+  std::string unknown;
+  for (const std::string& name : names) {
+    if (const int v = graph.find_value(name); v >= 0) {
+      outputs.push_back(v);
+    } else if (const int n = graph.find_node(name); n >= 0) {
+      for (int o : graph.nodes[n].outputs) {
+        if (o >= 0) outputs.push_back(o);
+      }
+    } else {
+      unknown += (unknown.empty() ? "'" : ", '") + name + "'";
+    }
+  }
+  if (!unknown.empty()) user_error("--outputs: no value or node named {} in the model", unknown);
+  if (outputs.empty()) user_error("--outputs: no values named");
+  // Walk back from the cut: the nodes it needs, and the values they read.
+  std::vector<bool> needed_node(graph.nodes.size(), false), needed_value(graph.values.size(), false);
+  std::vector<int> work = outputs;
+  while (!work.empty()) {
+    const int v = work.back();
+    work.pop_back();
+    if (v < 0 || needed_value[v]) continue;
+    needed_value[v] = true;
+    const int producer = graph.values[v].producer;
+    if (producer >= 0 && !needed_node[producer]) {
+      needed_node[producer] = true;
+      for (int in : graph.nodes[producer].inputs) work.push_back(in);
+    }
+  }
+  Graph cut = graph;  // values (and the symbols' handles) stay; only nodes and the interface change
+  cut.nodes.clear();
+  for (Value& v : cut.values) v.producer = -1;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (!needed_node[n]) continue;
+    for (int o : graph.nodes[n].outputs) {
+      if (o >= 0) cut.values[o].producer = static_cast<int>(cut.nodes.size());
+    }
+    cut.nodes.push_back(graph.nodes[n]);
+  }
+  cut.inputs.clear();
+  for (int v : graph.inputs) {
+    if (needed_value[v]) cut.inputs.push_back(v);
+  }
+  cut.outputs.clear();
+  for (int v : outputs) {
+    if (std::find(cut.outputs.begin(), cut.outputs.end(), v) == cut.outputs.end()) cut.outputs.push_back(v);
+  }
+  return cut;
 }
 
 }  // namespace kiln

@@ -259,6 +259,42 @@ def test_unsupported_nodes_fail_at_compile_time_with_the_list(tmp_path):
     assert not (tmp_path / "out" / "libbad.so").exists()
 
 
+def test_a_cut_before_unsupported_nodes_compiles_and_runs(tmp_path):
+    """--outputs compiles the graph up to named values: the part before an unsupported node becomes
+    a model library whose only input is the one it reads and whose output is the cut; an unknown
+    name is an error naming it."""
+    binary = kiln_binary()
+    if binary is None:
+        pytest.skip("no kiln binary (build kiln, or set KILN_BINARY)")
+    w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+             helper.make_node("Relu", ["h"], ["a"], name="relu1"),
+             helper.make_node("FooBar", ["a", "unused_by_cut"], ["b"], name="foo", domain="com.acme")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4]),
+                                           helper.make_tensor_value_info("unused_by_cut", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    model = tmp_path / "cut.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.acme", 1)]),
+              str(model))
+    whole = subprocess.run([binary, "compile", str(model), "-o", str(tmp_path / "whole"), "--target", "cpu", "--model"],
+                           capture_output=True, text=True)
+    assert whole.returncode != 0 and "--outputs" in whole.stderr, whole.stderr
+
+    bad = subprocess.run([binary, "compile", str(model), "-o", str(tmp_path / "bad"), "--target", "cpu", "--model",
+                          "--outputs", "nope"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no value or node named 'nope'" in bad.stderr, bad.stderr
+
+    out = tmp_path / "out"
+    run = subprocess.run([binary, "compile", str(model), "-o", str(out), "--target", "cpu", "--model",
+                          "--outputs", "relu1"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    lib = kiln.load(str(out / "libcut.so"))
+    x = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    (y,) = (lib.main(x),)
+    np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-6)
+
+
 def test_cuda_model_library_builds(tmp_path):
     """The CUDA side of a model library (device upload of the weights, the same entry point) compiles
     with nvcc and exports the contract, the model C API and the TVM-FFI entry (running it needs the GPU:

@@ -1,4 +1,5 @@
-// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--no-build] [--records FILE] [--tf32]
+// kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--outputs v,w] [--no-build]
+//              [--records FILE] [--tf32]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,6 +28,7 @@ struct CompileOptions {
   std::string out_dir;
   std::vector<std::string> targets = {"sm_90"};
   std::vector<std::string> nodes;
+  std::vector<std::string> outputs;  // --outputs: compile the graph up to these values
   bool no_build = false;
   std::string records;  // "": the default cache folder when it exists
   bool tf32 = false;     // float32 contractions may use TF32 tensor cores
@@ -92,6 +94,7 @@ int run_compile(const CompileOptions& options) {
   }
   // Model Optimizer NVFP4 weights (DequantizeLinear of FLOAT4E2M1) become kiln.QuantLinear as shipped.
   Graph graph = quant::load_onnx_prequantized(options.model);
+  if (!options.outputs.empty()) graph = cut_graph(graph, options.outputs);
   const std::string model_name = fs::path(options.model).stem().string();
   // Tuning records: the best schedule per kernel where one was measured, the default otherwise.
   tune::Database records;
@@ -109,8 +112,8 @@ int run_compile(const CompileOptions& options) {
     const std::string nodes = unsupported_nodes(graph);
     if (nodes.empty()) throw;
     throw UnsupportedError(options.model + ": kiln cannot compile these nodes (op 'name': why):\n" + nodes +
-                           "Compile the nodes kiln supports with --nodes (one function per node), or see docs/OPS_GUIDE.md to "
-                           "add an op.");
+                           "Compile the graph up to a cut before them with --outputs, the nodes kiln supports with --nodes "
+                           "(one function per node), or see docs/OPS_GUIDE.md to add an op.");
   }
   std::vector<codegen::GraphFunction> functions;
   std::vector<std::string> schedule_notes, cpu_flags;
@@ -226,12 +229,17 @@ void register_compile(CLI::App& app) {
       "others in DIR/<model>.weights, memory-mapped and loaded once per device). Load it with kiln::Model\n"
       "(C++, kiln/runtime/Model.h), kiln.load or tvm_ffi.load_module and call main(inputs..., outputs...).\n"
       "Example: kiln compile model.onnx -o out --target sm_90,sm_110 --nodes softmax_1\n"
-      "         kiln compile model.onnx -o out --target cpu --model");
+      "         kiln compile model.onnx -o out --target cpu --model\n"
+      "         kiln compile model.onnx -o out --model --outputs /blocks.3/Add_output_0   (up to a cut)");
   cmd->add_option("model", options->model, "The .onnx file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", options->out_dir, "Output folder (created)")->required();
   cmd->add_option("--target", options->targets, "Comma-separated GPU architectures (sm_80,sm_90,sm_110) or cpu")
       ->delimiter(',');
   cmd->add_option("--nodes", options->nodes, "Comma-separated node names: one function per node")->delimiter(',');
+  cmd->add_option("--outputs", options->outputs,
+                  "Comma-separated value (or node) names: compile the graph up to them, as its outputs (a cut before "
+                  "nodes kiln cannot build); works with --model")
+      ->delimiter(',');
   cmd->add_flag("--no-build", options->no_build, "Only write the sources");
   cmd->add_flag("--tf32", options->tf32,
                 "Let float32 MatMul/Gemm run on tensor cores in TF32 (10-bit mantissas: about 1e-3 relative "

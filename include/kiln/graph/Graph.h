@@ -84,4 +84,10 @@ class Graph {
   std::map<std::string, ir::Expr> symbols_;
 };
 
+// The part of `graph` that computes the named values (value names, or node names standing for all
+// their outputs): those values become the outputs, the nodes they do not need are dropped, and so
+// are graph inputs they do not read. How a model with an unsupported node is still compiled up to a
+// cut before it (`kiln compile --outputs`). An unknown name is a UserError listing the names.
+Graph cut_graph(const Graph& graph, const std::vector<std::string>& names);
+
 }  // namespace kiln
