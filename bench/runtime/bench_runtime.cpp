@@ -4,7 +4,9 @@
 // before each checked run, then timed: plain runs (entry point + one launch per kernel) and
 // CUDA-graph replays, and 4 threads each with its own Session and stream replaying at once.
 // The sum of the kernels' times comes from ncu (run with --once under ncu; device_run.sh).
+// Input and reference files hold the model's dtype (float32 or float16), raw.
 //   bench_runtime LIB X_BIN Y_REF_BIN [--once]
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -27,11 +29,23 @@
     }                                                                                        \
   } while (0)
 
-static std::vector<float> read_floats(const char* path) {
+static std::vector<char> read_bytes(const char* path) {
   std::ifstream in(path, std::ios::binary);
-  std::vector<char> b((std::istreambuf_iterator<char>(in)), {});
-  std::vector<float> f(b.size() / 4);
-  std::memcpy(f.data(), b.data(), b.size());
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Elements of `dtype` (float32 or float16) as floats.
+static std::vector<float> as_floats(const std::vector<char>& bytes, DLDataType dtype) {
+  std::vector<float> f(bytes.size() / (dtype.bits / 8));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (dtype.bits == 16) {
+      __half h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      f[i] = __half2float(h);
+    } else {
+      std::memcpy(&f[i], bytes.data() + 4 * i, 4);
+    }
+  }
   return f;
 }
 
@@ -53,17 +67,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "load: %s\n", model.error().c_str());
     return 1;
   }
-  std::vector<float> x = read_floats(argv[2]), y_ref = read_floats(argv[3]);
   const kiln::TensorInfo& in = model.inputs()[0];
+  const DLDataType dt = in.dtype;
+  if (dt.code != kDLFloat || (dt.bits != 32 && dt.bits != 16)) {
+    std::fprintf(stderr, "the model's input is not float32 or float16\n");
+    return 1;
+  }
+  const std::vector<char> x = read_bytes(argv[2]);
+  const std::vector<float> y_ref = as_floats(read_bytes(argv[3]), dt);
+  const size_t x_bytes = x.size(), y_bytes = y_ref.size() * (dt.bits / 8);
+  // float16 rounds each stored activation: the reference is float32 math on the same input.
+  const double tolerance = dt.bits == 16 ? 2e-2 : 1e-3;
   std::vector<int64_t> xs = in.dims, ys = model.outputs()[0].dims;
-  const DLDataType f32{kDLFloat, 32, 1};
-  float *dx, *dy;
-  CHECK_CUDA(cudaMalloc(&dx, x.size() * 4));
-  CHECK_CUDA(cudaMalloc(&dy, y_ref.size() * 4));
-  CHECK_CUDA(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  void *dx, *dy;
+  CHECK_CUDA(cudaMalloc(&dx, x_bytes));
+  CHECK_CUDA(cudaMalloc(&dy, y_bytes));
+  CHECK_CUDA(cudaMemcpy(dx, x.data(), x_bytes, cudaMemcpyHostToDevice));
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const DLTensor tx = kiln::tensor_view(dx, xs, f32, {kDLCUDA, 0}), ty = kiln::tensor_view(dy, ys, f32, {kDLCUDA, 0});
+  const DLTensor tx = kiln::tensor_view(dx, xs, dt, {kDLCUDA, 0}), ty = kiln::tensor_view(dy, ys, dt, {kDLCUDA, 0});
   kiln::Session session = model.new_session();
   if (once) {  // under ncu: one plain run
     kiln::Status s = session.run({tx}, {ty}, stream);
@@ -73,18 +95,19 @@ int main(int argc, char** argv) {
   std::printf("model %s: %s\n", model.name().c_str(), model.signature().c_str());
 
   auto check = [&](const char* what, kiln::RunOptions options) {
-    CHECK_CUDA(cudaMemset(dy, 0xff, y_ref.size() * 4));  // NaN
+    CHECK_CUDA(cudaMemset(dy, 0xff, y_bytes));  // NaN
     kiln::Status s = session.run({tx}, {ty}, stream, options);
     if (!s) {
       std::printf("%s: %s\n", what, s.message().c_str());
       std::exit(1);
     }
     CHECK_CUDA(cudaStreamSynchronize(stream));
-    std::vector<float> y(y_ref.size());
-    CHECK_CUDA(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
-    const double err = max_rel_err(y, y_ref);
-    std::printf("check %-12s max |kiln - torch eager| / max|torch| = %.2e %s\n", what, err, err < 1e-3 ? "OK" : "FAIL");
-    if (!(err < 1e-3)) std::exit(1);
+    std::vector<char> y(y_bytes);
+    CHECK_CUDA(cudaMemcpy(y.data(), dy, y_bytes, cudaMemcpyDeviceToHost));
+    const double err = max_rel_err(as_floats(y, dt), y_ref);
+    std::printf("check %-12s max |kiln - torch eager| / max|torch| = %.2e %s\n", what, err,
+                err < tolerance ? "OK" : "FAIL");
+    if (!(err < tolerance)) std::exit(1);
   };
   kiln::RunOptions graph;
   graph.cuda_graph = true;
@@ -122,21 +145,21 @@ int main(int argc, char** argv) {
     pool.emplace_back([&, t] {
       kiln::Session s = model.new_session();
       cudaStream_t st;
-      float *px, *py;
+      void *px, *py;
       cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
-      cudaMalloc(&px, x.size() * 4);
-      cudaMalloc(&py, y_ref.size() * 4);
-      cudaMemcpy(px, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
-      cudaMemset(py, 0xff, y_ref.size() * 4);
-      const DLTensor a = kiln::tensor_view(px, xs, f32, {kDLCUDA, 0}), b = kiln::tensor_view(py, ys, f32, {kDLCUDA, 0});
+      cudaMalloc(&px, x_bytes);
+      cudaMalloc(&py, y_bytes);
+      cudaMemcpy(px, x.data(), x_bytes, cudaMemcpyHostToDevice);
+      cudaMemset(py, 0xff, y_bytes);
+      const DLTensor a = kiln::tensor_view(px, xs, dt, {kDLCUDA, 0}), b = kiln::tensor_view(py, ys, dt, {kDLCUDA, 0});
       for (int i = 0; i < iters; ++i) {
         kiln::Status status = s.run({a}, {b}, st, graph);
         if (!status) failures[t] = status.message();
       }
       cudaStreamSynchronize(st);
-      std::vector<float> y(y_ref.size());
-      cudaMemcpy(y.data(), py, y.size() * 4, cudaMemcpyDeviceToHost);
-      if (max_rel_err(y, y_ref) >= 1e-3) failures[t] += " wrong result";
+      std::vector<char> y(y_bytes);
+      cudaMemcpy(y.data(), py, y_bytes, cudaMemcpyDeviceToHost);
+      if (!(max_rel_err(as_floats(y, dt), y_ref) < tolerance)) failures[t] += " wrong result";
       if (s.graphs_captured() != 1 || s.graph_replays() != iters - 1) failures[t] += " graphs not reused";
       cudaFree(px);
       cudaFree(py);

@@ -19,7 +19,9 @@ export PYTHONUNBUFFERED=1
 device="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 echo "device: $device"
 t0=$(date +%s)
-python3 "$C/bench/export_gemma_mlp.py" "$W" > "$OUT/export.txt" 2>&1
+# DTYPE=float16: the fp16 block (its contractions on the tensor-core templates).
+dtype_flag=$([ "${DTYPE:-float32}" = float16 ] && echo --float16)
+python3 "$C/bench/export_gemma_mlp.py" "$W" $dtype_flag > "$OUT/export.txt" 2>&1
 tail -3 "$OUT/export.txt"
 echo "[$(( $(date +%s) - t0 ))s] exported"
 "$C/kiln" compile "$W/gemma_mlp_block.onnx" -o "$W/lib" --target sm_90 --model > "$OUT/compile.txt" 2>&1 ||
@@ -35,8 +37,8 @@ timeout 120 ncu --clock-control none --csv --metrics gpu__time_duration.sum "$W/
   "$W/y_ref.bin" --once > "$OUT/ncu.csv" 2> "$OUT/ncu_err.txt"
 tail -3 "$OUT/ncu_err.txt"
 echo "[$(( $(date +%s) - t0 ))s] ncu"
-timeout 150 python3 "$C/bench/export_gemma_mlp.py" "$W" --time 2>&1 | tail -2
+timeout 150 python3 "$C/bench/export_gemma_mlp.py" "$W" $dtype_flag --time 2>&1 | tail -2
 echo "[$(( $(date +%s) - t0 ))s] torch"
 cp "$W/torch.json" "$OUT/" 2>/dev/null
 cp "$W/lib/main.cu" "$OUT/" 2>/dev/null
-python3 "$C/bench/summarize.py" "$OUT" "$device" "${KILN_COMMIT:-unknown}"
+python3 "$C/bench/summarize.py" "$OUT" "$device" "${KILN_COMMIT:-unknown}" "${DTYPE:-float32}"

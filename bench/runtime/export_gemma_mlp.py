@@ -1,9 +1,10 @@
 """Exports the Gemma-2B MLP block (RMSNorm, gate/up 2048->16384, tanh-GELU gate, down 16384->2048,
-residual; fp32) at M=1 with torch.onnx.export (opset 17), writes a random input and PyTorch eager's
-output for it (TF32 off), and times torch.compile(mode="reduce-overhead") of the same block: the
+residual; fp32, or fp16 with --float16) at M=1 with torch.onnx.export (opset 17), writes a random
+input and PyTorch eager's output for it (TF32 off; for fp16, float32 math on the same fp16 input and
+weights, stored as fp16), and times torch.compile(mode="reduce-overhead") of the same block: the
 peer of bench_runtime.cpp's graph replay.
-Usage: export_gemma_mlp.py OUT_DIR          (export, input, eager output, weights in OUT_DIR/block.pt)
-       export_gemma_mlp.py OUT_DIR --time   (time torch.compile of the same block: OUT_DIR/torch.json)"""
+Usage: export_gemma_mlp.py OUT_DIR [--float16]          (export, input, eager output, weights in OUT_DIR/block.pt)
+       export_gemma_mlp.py OUT_DIR [--float16] --time   (time torch.compile of the same block: OUT_DIR/torch.json)"""
 import json
 import pathlib
 import sys
@@ -69,8 +70,9 @@ def main():
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    model = GemmaMLPBlock().eval()
-    x = torch.randn(1, HIDDEN)
+    dtype = torch.float16 if "--float16" in sys.argv else torch.float32
+    model = GemmaMLPBlock().eval().to(dtype)
+    x = torch.randn(1, HIDDEN).to(dtype)
     if "--time" in sys.argv:
         model.load_state_dict(torch.load(out / "block.pt"))
         x = torch.load(out / "x.pt")
@@ -91,7 +93,8 @@ def main():
             except Exception as e2:
                 print("torch.onnx.export failed:", repr(e2)[:300], "- writing the same block with onnx.helper")
                 write_with_onnx_helper(model, path)
-        y = model.cuda()(x.cuda())
+        import copy
+        y = copy.deepcopy(model).float().cuda()(x.float().cuda()).to(dtype)
         x.numpy().tofile(out / "x.bin")
         y.cpu().numpy().tofile(out / "y_ref.bin")
     print("exported", out / "gemma_mlp_block.onnx")

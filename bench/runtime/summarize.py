@@ -1,5 +1,5 @@
 """Writes runtime_<device>_<date>.md from device_run.sh's outputs (bench_runtime.txt, ncu.csv,
-torch.json). Usage: summarize.py OUT DEVICE COMMIT"""
+torch.json). Usage: summarize.py OUT DEVICE COMMIT [DTYPE]"""
 import csv
 import datetime
 import json
@@ -7,6 +7,8 @@ import pathlib
 import sys
 
 out, device, commit = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+dtype = sys.argv[4] if len(sys.argv) > 4 else "float32"
+short = {"float32": "fp32", "float16": "fp16"}.get(dtype, dtype)
 date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 bench = (out / "bench_runtime.txt").read_text() if (out / "bench_runtime.txt").exists() else ""
 result = {}
@@ -28,9 +30,9 @@ if ncu.exists():
                                 v if unit in ("usecond", "us") else v * 1000))
 torch_r = json.loads((out / "torch.json").read_text()) if (out / "torch.json").exists() else {}
 ksum = sum(k[1] for k in kernels)
-lines = [f"# kiln model runtime on the GPU: Gemma MLP block (2048 -> 16384 -> 2048, fp32, M=1)", "",
-         f"- device: {device}", f"- date: {date}", f"- commit: {commit} (branch runtime)",
-         "- command: `bash .carry/runtime/bench/device_run.sh` (bench/runtime/device_run.sh: torch.onnx.export opset 17, "
+lines = [f"# kiln model runtime on the GPU: Gemma MLP block (2048 -> 16384 -> 2048, {short}, M=1)", "",
+         f"- device: {device}", f"- date: {date}", f"- commit: {commit}",
+         f"- command: `DTYPE={dtype} bash .carry/runtime/bench/device_run.sh` (bench/runtime/device_run.sh: torch.onnx.export opset 17, "
          "`kiln compile --model --target sm_90`, bench_runtime, ncu --clock-control none, torch.compile)", ""]
 lines += ["## Checks", "", "```", *[l for l in bench.splitlines() if l.startswith(("check", "thread", "model", "load"))], "```", ""]
 if result:
@@ -56,10 +58,10 @@ if torch_r:
     if result:
         lines += [f"Ratio kiln graph replay / torch reduce-overhead per call: "
                   f"{result['graph_replay_us'] / torch_r['compiled_reduce_overhead_us']:.2f} "
-                  f"(kernel quality differs: kiln's fp32 contractions have no tensor cores yet; the overhead rows are "
-                  f"the comparison this issue asks for). torch {torch_r['torch']}.", ""]
+                  f"(this ratio also holds the kernels' quality; the overhead rows are the comparison this issue "
+                  f"asks for). torch {torch_r['torch']}.", ""]
 if kernels:
     lines += ["## Kernels (ncu)", "", "| kernel | us |", "| --- | ---: |", *[f"| `{k}` | {t:.2f} |" for k, t in kernels], ""]
-path = out / f"runtime_{device.replace(' ', '_')}_{date}.md"
+path = out / f"runtime_{device.replace(' ', '_')}_{date}_{short}.md"
 path.write_text("\n".join(lines))
 print(path.read_text())
