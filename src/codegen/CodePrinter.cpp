@@ -344,6 +344,8 @@ std::string CodePrinter::call(const Call* op) {
     case Intrinsic::BitNot: return typed("(~" + arg(0) + ")");
     case Intrinsic::ShiftLeft: return "kiln::shift_left<" + type_name(t) + ">(" + arg(0) + ", " + arg(1) + ")";
     case Intrinsic::ShiftRight: return "kiln::shift_right<" + type_name(t) + ">(" + arg(0) + ", " + arg(1) + ")";
+    case Intrinsic::BitCast:
+      return "kiln::bit_cast<" + type_name(t) + ">(" + arg(0) + ")";
     case Intrinsic::SyncThreads: internal_error("sync_threads used as a value");
     case Intrinsic::BlockAllReduce: return print_block_allreduce(op);
     case Intrinsic::Abs:

@@ -77,12 +77,26 @@ std::vector<KernelDefinition> kernel_definitions(const Graph& graph, const std::
     const Node& node = graph.nodes[graph.find_node(node_name)];
     KernelDefinition k;
     k.name = c_identifier(node.name);
-    for (int v : node.inputs) {
+    std::vector<int> reads = node.inputs;  // and what its subgraphs read from the graph
+    reads.insert(reads.end(), node.implicit_inputs.begin(), node.implicit_inputs.end());
+    for (int v : reads) {
       if (v < 0) continue;
       const te::Tensor& t = built.tensors[v];
       bool seen = false;
       for (const te::Tensor& in : k.inputs) seen = seen || in.same_as(t);
       if (!seen && t.defined()) k.inputs.push_back(t);
+    }
+    for (int v : node.outputs) {
+      if (v >= 0 && built.tensors[v].defined()) k.outputs.push_back(built.tensors[v]);
+    }
+    // Constants made inside the node (a subgraph's initializers) are inputs with known data.
+    for (const te::Tensor& t : te::topological_order(k.outputs, k.inputs)) {
+      bool is_output = false;
+      for (const te::Tensor& out : k.outputs) is_output = is_output || out.same_as(t);
+      if (!t.is_placeholder() || is_output) continue;
+      for (size_t i = 0; i < built.placeholders.size(); ++i) {
+        if (built.placeholders[i].same_as(t) && built.data[i]) k.inputs.push_back(t);
+      }
     }
     for (const te::Tensor& t : k.inputs) {
       std::optional<HostTensor> data;
@@ -90,9 +104,6 @@ std::vector<KernelDefinition> kernel_definitions(const Graph& graph, const std::
         if (built.placeholders[i].same_as(t)) data = built.data[i];
       }
       k.known_inputs.push_back(data);
-    }
-    for (int v : node.outputs) {
-      if (v >= 0 && built.tensors[v].defined()) k.outputs.push_back(built.tensors[v]);
     }
     k.nodes = {node.name};
     kernels.push_back(std::move(k));

@@ -26,6 +26,8 @@ const char* attribute_kind_name(Attribute::Kind kind) {
     case Attribute::Kind::Floats: return "floats";
     case Attribute::Kind::Strings: return "strings";
     case Attribute::Kind::Tensor: return "tensor";
+    case Attribute::Kind::Graph:
+      return "graph";
   }
   return "unknown";
 }
@@ -42,6 +44,13 @@ const Attribute* Node::attr(const std::string& attr_name, Attribute::Kind kind) 
                attribute_kind_name(it->second.kind), attribute_kind_name(kind));
   }
   return &it->second;
+}
+
+const Graph& Node::attr_graph(const std::string& attr_name) const {
+  const Attribute* a = attr(attr_name, Attribute::Kind::Graph);
+  if (a == nullptr || !a->graph)
+    user_error("{}: the graph attribute '{}' is required", describe(), attr_name);
+  return *a->graph;
 }
 
 int64_t Node::attr_int(const std::string& attr_name, int64_t fallback) const {

@@ -11,8 +11,10 @@ namespace {
 // The producers of node n's inputs, as node indices.
 std::vector<int> producers_of(const Graph& graph, const Node& node) {
   std::vector<int> result;
-  for (int v : node.inputs) {
-    if (v >= 0 && graph.values[v].producer >= 0) result.push_back(graph.values[v].producer);
+  for (const std::vector<int>* values : {&node.inputs, &node.implicit_inputs}) {
+    for (int v : *values) {
+      if (v >= 0 && graph.values[v].producer >= 0) result.push_back(graph.values[v].producer);
+    }
   }
   return result;
 }

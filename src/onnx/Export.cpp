@@ -40,6 +40,8 @@ void write_value_info(const Value& v, onnx::ValueInfoProto* proto) {
   if (v.type) write_type(*v.type, proto->mutable_type());
 }
 
+void write_graph(const Graph& graph, onnx::GraphProto* g);
+
 void write_attribute(const std::string& name, const Attribute& a, onnx::AttributeProto* proto) {
   proto->set_name(name);
   switch (a.kind) {
@@ -71,6 +73,10 @@ void write_attribute(const std::string& name, const Attribute& a, onnx::Attribut
       proto->set_type(onnx::AttributeProto::TENSOR);
       *proto->mutable_t() = tensor_to_proto(a.tensor, "");
       break;
+    case Attribute::Kind::Graph:
+      proto->set_type(onnx::AttributeProto::GRAPH);
+      write_graph(*a.graph, proto->mutable_g());
+      break;
   }
 }
 
@@ -81,6 +87,31 @@ void write_node(const Graph& graph, const Node& node, onnx::NodeProto* proto) {
   for (int v : node.inputs) proto->add_input(v >= 0 ? graph.values[v].name : "");
   for (int v : node.outputs) proto->add_output(v >= 0 ? graph.values[v].name : "");
   for (const auto& [name, attr] : node.attributes) write_attribute(name, attr, proto->add_attribute());
+}
+
+// A graph's inputs, initializers, nodes, outputs and typed values. A subgraph's captures are
+// neither inputs nor initializers: its nodes name the enclosing graph's values.
+void write_graph(const Graph& graph, onnx::GraphProto* g) {
+  g->set_name(graph.name.empty() ? "kiln" : graph.name);
+  std::vector<bool> listed(graph.values.size(), false);  // inputs, outputs, initializers
+  for (int v : graph.inputs) {
+    write_value_info(graph.values[v], g->add_input());
+    listed[v] = true;
+  }
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    const Value& value = graph.values[v];
+    if (!value.constant || value.producer >= 0 || listed[v]) continue;
+    *g->add_initializer() = tensor_to_proto(*value.constant, value.name);
+    listed[v] = true;
+  }
+  for (const Node& node : graph.nodes) write_node(graph, node, g->add_node());
+  for (int v : graph.outputs) {
+    write_value_info(graph.values[v], g->add_output());
+    listed[v] = true;
+  }
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (!listed[v] && graph.values[v].type) write_value_info(graph.values[v], g->add_value_info());
+  }
 }
 
 // Moves initializers of at least `threshold` bytes into `file_name` next to the model.
@@ -137,27 +168,7 @@ onnx::ModelProto model_proto_from_graph(const Graph& graph, const ExportOptions&
     o->set_version(it == options.domain_versions.end() ? 1 : it->second);
   }
 
-  onnx::GraphProto* g = model.mutable_graph();
-  g->set_name(graph.name.empty() ? "kiln" : graph.name);
-  std::vector<bool> listed(graph.values.size(), false);  // inputs, outputs, initializers
-  for (int v : graph.inputs) {
-    write_value_info(graph.values[v], g->add_input());
-    listed[v] = true;
-  }
-  for (size_t v = 0; v < graph.values.size(); ++v) {
-    const Value& value = graph.values[v];
-    if (!value.constant || value.producer >= 0 || listed[v]) continue;
-    *g->add_initializer() = tensor_to_proto(*value.constant, value.name);
-    listed[v] = true;
-  }
-  for (const Node& node : graph.nodes) write_node(graph, node, g->add_node());
-  for (int v : graph.outputs) {
-    write_value_info(graph.values[v], g->add_output());
-    listed[v] = true;
-  }
-  for (size_t v = 0; v < graph.values.size(); ++v) {
-    if (!listed[v] && graph.values[v].type) write_value_info(graph.values[v], g->add_value_info());
-  }
+  write_graph(graph, model.mutable_graph());
   return model;
 }
 

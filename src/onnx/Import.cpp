@@ -3,6 +3,7 @@
 // then the topological sort.
 #include "kiln/onnx/Import.h"
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,8 @@ namespace fs = std::filesystem;
 // protobuf cannot parse a message of 2 GiB or more; larger weights must be external data.
 constexpr int64_t kMaxModelBytes = INT_MAX;
 
+// Imports one graph: the model's main graph, or (with a parent) a subgraph attribute, whose
+// nodes may name values of the enclosing graphs (captures).
 class Importer {
  public:
   Importer(const onnx::ModelProto& model, const ExternalDataSource& source) : model_(model), source_(source) {}
@@ -28,30 +31,69 @@ class Importer {
   Graph run() {
     if (!model_.has_graph()) user_error("the model has no graph; expected an ONNX ModelProto");
     graph_.opset = default_opset();
-    const onnx::GraphProto& g = model_.graph();
+    import_graph(model_.graph());
+    return std::move(graph_);
+  }
+
+ private:
+  Importer(Importer& parent, const std::string& where)
+      : model_(parent.model_), source_(parent.source_), parent_(&parent), where_(where) {
+    graph_.opset = parent.graph_.opset;
+  }
+
+  void import_graph(const onnx::GraphProto& g) {
     graph_.name = g.name();
     add_initializers(g);
     add_inputs(g);
     add_node_outputs(g);
+    // After every node's outputs have ids: a subgraph may read a value of a later node.
+    for (int i = 0; i < g.node_size(); ++i) add_attributes(g.node(i), graph_.nodes[i]);
     for (int i = 0; i < g.node_size(); ++i) graph_.nodes[i].inputs = resolve_inputs(g.node(i), graph_.nodes[i]);
     add_outputs(g);
     for (const auto& vi : g.input()) declare_type(vi, "graph input");
     for (const auto& vi : g.output()) declare_type(vi, "graph output");
     for (const auto& vi : g.value_info()) declare_type(vi, "value");
     sort_topologically(graph_);
-    return std::move(graph_);
   }
 
- private:
+  // The id of the value named `name` in this graph; a value of an enclosing graph becomes a
+  // capture of this one. -1 when no enclosing graph has it either.
+  int resolve(const std::string& name) {
+    if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+    if (parent_ == nullptr) return -1;
+    const int outer = parent_->resolve(name);
+    if (outer < 0) return -1;
+    const int id = add_value(name, "a value of the enclosing graph");
+    graph_.captures.emplace_back(id, outer);
+    return id;
+  }
+
+  std::shared_ptr<const Graph> import_subgraph(const onnx::GraphProto& g, Node& node,
+                                               const std::string& what) {
+    Importer sub(*this, what);
+    sub.import_graph(g);
+    for (const auto& [inner, outer] : sub.graph_.captures) {
+      (void)inner;
+      if (std::find(node.implicit_inputs.begin(), node.implicit_inputs.end(), outer) ==
+          node.implicit_inputs.end()) {
+        node.implicit_inputs.push_back(outer);
+      }
+    }
+    return std::make_shared<const Graph>(std::move(sub.graph_));
+  }
   int64_t default_opset() const {
     std::optional<int64_t> opset;
     for (const auto& o : model_.opset_import()) {
       if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
     }
     if (!opset) {
-      unsupported("the model imports no opset of the default domain (ai.onnx), only other domains; "
-                  "kiln supports ai.onnx opsets {} to {}",
-                  kMinOpset, kMaxOpset);
+      // Only other domains' nodes (the training domain's optimizers): the ai.onnx opset is moot.
+      if (first_default_domain_node().empty()) return kMaxOpset;
+      unsupported(
+          "the model imports no opset of the default domain (ai.onnx) but has ai.onnx nodes{}; "
+          "kiln "
+          "supports ai.onnx opsets {} to {}",
+          first_default_domain_node(), kMinOpset, kMaxOpset);
     }
     if (*opset < kMinOpset) {
       user_error("the model uses ai.onnx opset {}{}; expected an opset from {} to {}", *opset,
@@ -141,12 +183,11 @@ class Importer {
         graph_.values[id].producer = i;
         node.outputs.push_back(id);
       }
-      add_attributes(proto, node);
       graph_.nodes.push_back(std::move(node));
     }
   }
 
-  std::vector<int> resolve_inputs(const onnx::NodeProto& proto, const Node& node) const {
+  std::vector<int> resolve_inputs(const onnx::NodeProto& proto, const Node& node) {
     std::vector<int> inputs;
     for (int k = 0; k < proto.input_size(); ++k) {
       const std::string& in = proto.input(k);
@@ -154,23 +195,24 @@ class Importer {
         inputs.push_back(-1);
         continue;
       }
-      auto it = ids_.find(in);
-      if (it == ids_.end()) {
-        user_error("{}: input {} '{}' is not produced by any node, initializer or graph input", node.describe(),
-                   k, in);
+      const int id = resolve(in);
+      if (id < 0) {
+        user_error("{}{}: input {} '{}' is not produced by any node, initializer or graph input",
+                   where_prefix(), node.describe(), k, in);
       }
-      inputs.push_back(it->second);
+      inputs.push_back(id);
     }
     return inputs;
   }
 
   void add_outputs(const onnx::GraphProto& g) {
     for (const auto& vi : g.output()) {
-      auto it = ids_.find(vi.name());
-      if (it == ids_.end()) {
-        user_error("graph output '{}' is not produced by any node, initializer or graph input", vi.name());
+      const int id = resolve(vi.name());
+      if (id < 0) {
+        user_error("{}graph output '{}' is not produced by any node, initializer or graph input",
+                   where_prefix(), vi.name());
       }
-      graph_.outputs.push_back(it->second);
+      graph_.outputs.push_back(id);
     }
   }
 
@@ -201,6 +243,10 @@ class Importer {
           }
           attr.kind = Attribute::Kind::Tensor;
           attr.tensor = tensor_from_proto(a.t(), source_, what);
+          break;
+        case onnx::AttributeProto::GRAPH:
+          attr.kind = Attribute::Kind::Graph;
+          attr.graph = import_subgraph(a.g(), node, what);
           break;
         default:
           mark_unsupported(node, what + " is of type " + attribute_type_name(attribute_type(a)));
@@ -280,8 +326,13 @@ class Importer {
     v.type = std::move(type);
   }
 
+  // "in <subgraph>: " for messages about a subgraph's contents.
+  std::string where_prefix() const { return parent_ ? "in " + where_ + ": " : ""; }
+
   const onnx::ModelProto& model_;
   const ExternalDataSource& source_;
+  Importer* parent_ = nullptr;
+  std::string where_;  // a subgraph: "attribute 'body' of node 'loop' (Loop)"
   Graph graph_;
   std::unordered_map<std::string, int> ids_;
   std::vector<std::string> origin_;  // what defined each value, for duplicate-name errors

@@ -1,7 +1,7 @@
 // Selections and copies of parts of tensors: Concat, Slice, Split, Gather, GatherElements,
-// Expand, Tile, Pad, Trilu, ReverseSequence. Reads that a select may not take are clamped into
-// bounds, so that evaluating known values (which visits every branch) and generated code never
-// read outside.
+// Expand, Tile, Pad, CenterCropPad, Trilu, ReverseSequence. Reads that a select may not take are
+// clamped into bounds, so that evaluating known values (which visits every branch) and generated
+// code never read outside.
 #include <algorithm>
 #include <limits>
 
@@ -375,6 +375,53 @@ std::vector<te::Tensor> reverse_sequence(OpContext& ctx) {
   })};
 }
 
+// CenterCropPad: along each of `axes` (all by default), a centered window of the target size:
+// cropped (the window starts at floor((in - out) / 2)) or zero-padded (floor((out - in) / 2)
+// before, the odd one after).
+std::vector<te::Tensor> center_crop_pad(OpContext& ctx) {
+  const te::Tensor& x = ctx.input(0);
+  const std::vector<int64_t> target = ctx.constant_ints(1, "shape");
+  const int rank = x.ndim();
+  std::vector<int64_t> raw_axes = ctx.node().attr_ints("axes", {});
+  if (raw_axes.empty()) {
+    for (int d = 0; d < rank; ++d) raw_axes.push_back(d);
+  }
+  if (target.size() != raw_axes.size()) {
+    ctx.fail("input 1 ('shape') has {} values for {} axes; expected one per axis", target.size(),
+             raw_axes.size());
+  }
+  std::vector<Expr> shape = x.shape();
+  std::vector<Expr> offset(static_cast<size_t>(rank),
+                           Expr(0));  // input index = output index + offset
+  std::vector<bool> padded(static_cast<size_t>(rank), false);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (size_t k = 0; k < raw_axes.size(); ++k) {
+    const int axis = normalize_axis(ctx, raw_axes[k], rank, "attribute 'axes'");
+    if (seen[axis]) ctx.fail("axis {} is listed twice in 'axes'", raw_axes[k]);
+    seen[axis] = true;
+    auto in = as_const_int(x.shape(axis));
+    if (!in)
+      ctx.unsupported("dim {} of {} is symbolic; kiln crops and pads known dims", axis,
+                      shape_text(x.shape()));
+    if (target[k] < 0) ctx.fail("input 1 ('shape') value {} is negative", target[k]);
+    shape[axis] = Expr(target[k]);
+    offset[axis] = Expr((*in - target[k]) >= 0 ? (*in - target[k]) / 2 : -((target[k] - *in) / 2));
+    padded[axis] = target[k] > *in;
+  }
+  return {make_output(ctx, 0, shape, [&](const std::vector<Expr>& i) {
+    std::vector<Expr> at(i.size());
+    Expr inside = make_bool(true);
+    for (int d = 0; d < rank; ++d) {
+      at[d] = i[d] + offset[d];
+      if (padded[d]) {
+        inside = inside && at[d] >= 0 && at[d] < x.shape(d);
+        at[d] = clamp(at[d], Expr(0), x.shape(d) - 1);
+      }
+    }
+    return select(simplify(inside), x(at), make_zero(Type(x.dtype())));
+  })};
+}
+
 }  // namespace
 
 void register_select_ops(OpTable& table) {
@@ -386,6 +433,7 @@ void register_select_ops(OpTable& table) {
   table.add(OpKind::Expand, expand);
   table.add(OpKind::Tile, tile);
   table.add(OpKind::Pad, pad);
+  table.add(OpKind::CenterCropPad, center_crop_pad);
   table.add(OpKind::Trilu, trilu);
   table.add(OpKind::ReverseSequence, reverse_sequence);
 }

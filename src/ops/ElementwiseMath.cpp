@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "Elementwise.h"
+#include "IndexMath.h"
 #include "kiln/ir/SmallFloat.h"
 #include "kiln/onnx/Proto.h"
 
@@ -187,6 +188,31 @@ std::vector<te::Tensor> build_hard_swish(OpContext& ctx) {
   })};
 }
 
+// Swish (opset 24): x * sigmoid(alpha x).
+std::vector<te::Tensor> build_swish(OpContext& ctx) {
+  const double alpha = attr(ctx, "alpha", 1.0);
+  return {unary(ctx, kFloatTypes, [=](Expr x) { return x * sigmoid(constant(x, alpha) * x); })};
+}
+
+// SwiGLU (opset 28): Swish_alpha(A) * B, A and B of one shape (no broadcasting).
+std::vector<te::Tensor> build_swiglu(OpContext& ctx) {
+  const te::Tensor& a = ctx.input(0);
+  const te::Tensor& b = ctx.input(1);
+  bool same = a.ndim() == b.ndim();
+  for (int d = 0; same && d < a.ndim(); ++d) {
+    auto x = as_const_int(a.shape(d)), y = as_const_int(b.shape(d));
+    same = x && y ? *x == *y : a.shape(d).same_as(b.shape(d));
+  }
+  if (!same) {
+    ctx.fail("A {} and B {} must have the same shape (SwiGLU does not broadcast)",
+             shape_text(a.shape()), shape_text(b.shape()));
+  }
+  const double alpha = attr(ctx, "alpha", 1.0);
+  return {same_type_map(ctx, {a, b}, kFloatTypes, [=](const std::vector<Expr>& v) {
+    return v[0] * sigmoid(constant(v[0], alpha) * v[0]) * v[1];
+  })};
+}
+
 std::vector<te::Tensor> build_softplus(OpContext& ctx) { return {unary(ctx, kFloatTypes, softplus)}; }
 
 std::vector<te::Tensor> build_softsign(OpContext& ctx) {
@@ -330,6 +356,34 @@ std::vector<te::Tensor> build_cast(OpContext& ctx) {
   return {cast_to(ctx, ctx.input(0), *to)};
 }
 
+// BitCast (opset 26): the bits of each element as `to`, a type of the same width. Types stored as
+// bit patterns but computed as float32 (float8, float4) and packed sub-byte types are not
+// supported.
+std::vector<te::Tensor> build_bit_cast(OpContext& ctx) {
+  if (!ctx.node().has_attribute("to")) ctx.fail("attribute 'to' is required");
+  const int32_t code = static_cast<int32_t>(ctx.node().attr_int("to", 0));
+  const std::optional<DType> to = dtype_from_onnx(code);
+  if (!to)
+    ctx.unsupported("bit-casting to ONNX data type {} is not supported", onnx_data_type_name(code));
+  const te::Tensor& x = ctx.input(0);
+  if (dtype_bits(x.dtype()) != dtype_bits(*to)) {
+    ctx.fail("input 0 is {} ({} bits) but 'to' is {} ({} bits); expected types of the same width",
+             dtype_name(x.dtype()), dtype_bits(x.dtype()), dtype_name(*to), dtype_bits(*to));
+  }
+  for (DType t : {x.dtype(), *to}) {
+    if (is_small_float(t) || is_packed(t))
+      ctx.unsupported("bit-casting {} is not supported", dtype_name(t));
+  }
+  const Type target(*to);
+  return {te::compute(
+      ctx.output_name(0), x.shape(),
+      [&](const std::vector<Expr>& i) {
+        if (x.dtype() == *to) return x(i);
+        return Call::make(target, Intrinsic::BitCast, {x(i)});
+      },
+      ctx.node().describe())};
+}
+
 std::vector<te::Tensor> build_cast_like(OpContext& ctx) { return {cast_to(ctx, ctx.input(0), ctx.input(1).dtype())}; }
 
 te::Tensor copy(OpContext& ctx, const te::Tensor& x) {
@@ -347,8 +401,14 @@ std::vector<te::Tensor> build_dropout(OpContext& ctx) {
   if (ctx.opset() >= 12 && ctx.has_input(2)) {
     if (!ctx.is_known(2)) ctx.unsupported("input 2 ('training_mode') must be known when compiling");
     const std::vector<int64_t> training = ctx.constant_ints(2, "training_mode");
-    if (!training.empty() && training[0] != 0) {
-      ctx.unsupported("training mode (input 'training_mode' is true) is not supported; kiln compiles inference");
+    // Training with ratio 0 drops nothing: the identity, as at inference. Other ratios need
+    // random numbers, which kiln does not generate.
+    const bool zero_ratio = ctx.has_input(1) && ctx.is_known(1) &&
+                            ctx.constant_floats(1, "ratio") == std::vector<double>{0.0};
+    if (!training.empty() && training[0] != 0 && !zero_ratio) {
+      ctx.unsupported(
+          "training mode (input 'training_mode' is true) with a nonzero ratio is not supported (it "
+          "draws random numbers); kiln compiles inference");
     }
   }
   const te::Tensor& x = ctx.input(0);
@@ -411,12 +471,15 @@ void register_elementwise_math(OpTable& table) {
   table.add(OpKind::Softsign, build_softsign);
   table.add(OpKind::Gelu, build_gelu);
   table.add(OpKind::Mish, build_mish);
+  table.add(OpKind::Swish, build_swish);
+  table.add(OpKind::SwiGLU, build_swiglu);
   table.add(OpKind::PRelu, build_prelu);
   table.add(OpKind::ThresholdedRelu, build_thresholded_relu);
   table.add(OpKind::Shrink, build_shrink);
   table.add(OpKind::Clip, build_clip);
   table.add(OpKind::Cast, build_cast);
   table.add(OpKind::CastLike, build_cast_like);
+  table.add(OpKind::BitCast, build_bit_cast);
   table.add(OpKind::Identity, build_identity);
   table.add(OpKind::Dropout, build_dropout);
 }

@@ -22,5 +22,11 @@ void register_signal(OpTable& table);         // Signal.cpp
 void register_recurrent(OpTable& table);      // Recurrent.cpp
 void register_attention(OpTable& table);      // Attention.cpp
 void register_rotary_embedding(OpTable& table);  // RotaryEmbedding.cpp
+void register_control_flow(OpTable& table);      // ControlFlow.cpp
+void register_optimizers(OpTable& table);        // Optimizers.cpp
+void register_causal_conv(OpTable& table);       // CausalConv.cpp
+void register_fold(OpTable& table);              // Fold.cpp
+void register_determinant(OpTable& table);       // Determinant.cpp
+void register_roi_align(OpTable& table);         // RoiAlign.cpp
 
 }  // namespace kiln::ops

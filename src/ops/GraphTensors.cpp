@@ -1,5 +1,6 @@
 #include "kiln/ops/GraphTensors.h"
 
+#include <cmath>
 #include <deque>
 #include <unordered_map>
 
@@ -65,6 +66,29 @@ class KnownEvaluator : public IRMutator {
     }
     return (*it->second)[static_cast<size_t>(flat)];
   }
+  // Rounding a known float is exact, so a trip count computed as ceil((limit - start) / delta)
+  // (Range's expansion into a Loop) stays known. Other math is left to run time.
+  Expr visit(const Call* op, const Expr& self) override {
+    Expr e = IRMutator::visit(op, self);
+    const Call* call = e.as<Call>();
+    if (call == nullptr || call->args.size() != 1 || !call->type.is_float()) return e;
+    auto x = as_const_float(simplify(call->args[0]));
+    if (!x) return e;
+    switch (call->op) {
+      case Intrinsic::Floor:
+        return FloatImm::make(call->type, std::floor(*x));
+      case Intrinsic::Ceil:
+        return FloatImm::make(call->type, std::ceil(*x));
+      case Intrinsic::Trunc:
+        return FloatImm::make(call->type, std::trunc(*x));
+      case Intrinsic::RoundEven:
+        return FloatImm::make(call->type, std::nearbyint(*x));
+      case Intrinsic::Abs:
+        return FloatImm::make(call->type, std::fabs(*x));
+      default:
+        return e;
+    }
+  }
   Expr visit(const Reduce* op, const Expr& self) override {
     // Unroll small constant reductions (e.g. ReduceProd of a shape).
     std::vector<std::vector<int64_t>> points(1);
@@ -127,15 +151,29 @@ std::optional<std::vector<Expr>> evaluate_known(
   return values;
 }
 
-}  // namespace
-
-std::string describe_unsupported(const Graph& graph) {
-  std::map<std::string, std::vector<std::string>> missing;
+void collect_unsupported(const Graph& graph,
+                         std::map<std::string, std::vector<std::string>>& missing) {
   for (const Node& n : graph.nodes) {
     if (n.op == OpKind::Unsupported || find_op(n.op) == nullptr) {
       missing[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type].push_back(n.name);
     }
+    for (const auto& [name, attr] : n.attributes) {
+      if (attr.kind == Attribute::Kind::Graph && attr.graph)
+        collect_unsupported(*attr.graph, missing);
+    }
   }
+}
+
+// Builds every node of `graph`; values in `bound` (by value id) are given tensors instead of
+// placeholders (a subgraph's inputs and captures).
+GraphTensors build_tensors(const Graph& graph, const BuildOptions& options,
+                           const std::map<int, const BoundValue*>& bound);
+
+}  // namespace
+
+std::string describe_unsupported(const Graph& graph) {
+  std::map<std::string, std::vector<std::string>> missing;
+  collect_unsupported(graph, missing);
   std::string s;
   for (const auto& [op, names] : missing) {
     if (!s.empty()) s += ", ";
@@ -151,6 +189,37 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
   if (std::string missing = describe_unsupported(graph); !missing.empty() && !options.keep_going) {
     unsupported("the model uses ops kiln does not support: {}", missing);
   }
+  return build_tensors(graph, options, {});
+}
+
+SubgraphTensors build_subgraph_tensors(const Graph& sub, const std::vector<BoundValue>& inputs,
+                                       const std::vector<BoundValue>& captures,
+                                       const BuildOptions& options) {
+  KILN_ASSERT(inputs.size() == sub.inputs.size(), "subgraph '{}': {} inputs bound, it has {}",
+              sub.name, inputs.size(), sub.inputs.size());
+  KILN_ASSERT(captures.size() == sub.captures.size(), "subgraph '{}': {} captures bound, it has {}",
+              sub.name, captures.size(), sub.captures.size());
+  std::map<int, const BoundValue*> bound;
+  for (size_t i = 0; i < inputs.size(); ++i) bound[sub.inputs[i]] = &inputs[i];
+  for (size_t i = 0; i < captures.size(); ++i) bound[sub.captures[i].first] = &captures[i];
+  BuildOptions sub_options = options;
+  sub_options.keep_going = false;
+  sub_options.specialize.clear();
+  GraphTensors built = build_tensors(sub, sub_options, bound);
+  SubgraphTensors out;
+  for (int v : sub.outputs) out.outputs.push_back(BoundValue{built.tensors[v], built.known[v]});
+  for (size_t i = 0; i < built.placeholders.size(); ++i) {
+    KILN_ASSERT(built.data[i].has_value(), "subgraph placeholder '{}' without data",
+                built.placeholders[i]->name);
+    out.constants.emplace_back(built.placeholders[i], *built.data[i]);
+  }
+  return out;
+}
+
+namespace {
+
+GraphTensors build_tensors(const Graph& graph, const BuildOptions& options,
+                           const std::map<int, const BoundValue*>& bound) {
   GraphTensors out;
   const size_t n_values = graph.values.size();
   out.tensors.resize(n_values);
@@ -180,7 +249,17 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
       known_by_tensor[out.tensors[v].node().get()] = &*out.known[v];
     }
   };
-  for (int v : graph.inputs) add_placeholder(v);
+  for (const auto& [v, value] : bound) {
+    out.tensors[v] = value->tensor;
+    out.known[v] = value->known;
+    if (out.known[v]) {
+      auto& slot = constant_known.emplace_back(*out.known[v]);
+      known_by_tensor[value->tensor.node().get()] = &slot;
+    }
+  }
+  for (int v : graph.inputs) {
+    if (!bound.count(v)) add_placeholder(v);
+  }
   for (size_t v = 0; v < n_values; ++v) {
     if (graph.values[v].constant && !out.tensors[v].defined()) add_placeholder(static_cast<int>(v));
   }
@@ -201,8 +280,18 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
       out.node_errors[n] = !def ? "op not supported" : "input '" + missing_input + "' has no known type";
       continue;
     }
+    std::vector<BoundValue> implicit;
+    for (int v : node.implicit_inputs) {
+      implicit.push_back(BoundValue{out.tensors[v], out.known[v]});
+      if (!out.tensors[v].defined() && missing_input.empty()) missing_input = graph.values[v].name;
+    }
+    if (options.keep_going && !missing_input.empty()) {
+      out.node_errors[n] = "input '" + missing_input + "' has no known type";
+      continue;
+    }
     if (!missing_input.empty()) user_error("{}: input '{}' is not available", node.describe(), missing_input);
     OpContext ctx(graph, node, inputs, known);
+    ctx.set_implicit_inputs(std::move(implicit), options);
     std::vector<te::Tensor> results;
     try {
       results = def->build(ctx);
@@ -227,9 +316,14 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
                    graph.values[v].name, node.op_type);
       }
       out.tensors[v] = results[k];
-      if (auto it = known_by_tensor.find(results[k].node().get()); it != known_by_tensor.end()) {
+      if (const auto* given = ctx.known_output(static_cast<int>(k))) {  // from a subgraph
+        out.known[v] = *given;
+        known_by_tensor[results[k].node().get()] = &*out.known[v];
+      } else if (auto it = known_by_tensor.find(results[k].node().get());
+                 it != known_by_tensor.end()) {
         out.known[v] = *it->second;  // a Constant, or an input passed through
-      } else if (auto values = evaluate_known(results[k], known_by_tensor, options.max_known_elements)) {
+      } else if (auto values =
+                     evaluate_known(results[k], known_by_tensor, options.max_known_elements)) {
         out.known[v] = std::move(values);
         known_by_tensor[results[k].node().get()] = &*out.known[v];
       }
@@ -237,6 +331,8 @@ GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options
   }
   return out;
 }
+
+}  // namespace
 
 void infer_types(Graph& graph, const BuildOptions& options) {
   GraphTensors tensors = build_graph_tensors(graph, options);

@@ -5,6 +5,7 @@
 // dim, a = -0.75) interpolation reads pixels, which outside the input are 0 (zeros), clamped
 // (border) or reflected (reflection). The taps of all dims combine as a tensor product, written
 // out in one expression (4^dims terms for cubic). Math in float32 (float64 for float64 input).
+// AffineGrid makes such grids from affine matrices.
 #include "Families.h"
 #include "IndexMath.h"
 #include "kiln/ops/Helpers.h"
@@ -139,8 +140,55 @@ std::vector<te::Tensor> grid_sample(OpContext& ctx) {
       ctx.node().describe())};
 }
 
+// AffineGrid (opset 20): the sampling grid GridSample reads, theta [N, 2, 3] (or [N, 3, 4]) applied
+// to the normalized positions of an output of `size` [N, C, H, W] (or [N, C, D, H, W]):
+// grid[n, (d,) h, w, j] = sum_k theta[n, j, k] * (x, y(, z))_k + theta[n, j, dims]. A position
+// along a dim of n points is -1 + 2i / (n - 1) (align_corners) or -1 + (2i + 1) / n. In float64.
+std::vector<te::Tensor> affine_grid(OpContext& ctx) {
+  const te::Tensor& theta = ctx.input(0);
+  check_dtype(ctx, theta, "input 0 (theta)", kFloatTypes);
+  const std::vector<int64_t> size = ctx.constant_ints(1, "size");
+  if (size.size() != 4 && size.size() != 5) {
+    ctx.fail("input 1 ('size') has {} values; expected 4 ([N, C, H, W]) or 5 ([N, C, D, H, W])",
+             size.size());
+  }
+  const int dims = static_cast<int>(size.size()) - 2;
+  if (theta.ndim() != 3 || !is_const_int(theta.shape(1), dims) ||
+      !is_const_int(theta.shape(2), dims + 1)) {
+    ctx.fail("theta {} must have shape [N, {}, {}] for a {}-D size", shape_text(theta.shape()),
+             dims, dims + 1, dims);
+  }
+  const bool align = ctx.node().attr_int("align_corners", 0) != 0;
+  const Type acc(DType::Float64);
+  std::vector<Expr> shape = {theta.shape(0)};
+  for (int d = 0; d < dims; ++d) shape.push_back(Expr(size[2 + d]));
+  shape.push_back(Expr(dims));
+  return {te::compute(
+      ctx.output_name(0), shape,
+      [&](const std::vector<Expr>& i) {
+        // Component k of the position (x first): spatial dim dims - 1 - k of the output.
+        auto position = [&](int k) {
+          const int d = dims - 1 - k;
+          const double n = static_cast<double>(size[2 + d]);
+          const Expr at = cast(acc, i[1 + d]);
+          if (align)
+            return n > 1 ? make_const(acc, -1) + at * make_const(acc, 2 / (n - 1))
+                         : make_const(acc, -1);
+          return make_const(acc, -1 + 1 / n) + at * make_const(acc, 2 / n);
+        };
+        const Expr j = i[1 + dims];
+        Expr v = cast(acc, theta({i[0], j, Expr(dims)}));
+        for (int k = 0; k < dims; ++k) v = v + cast(acc, theta({i[0], j, Expr(k)})) * position(k);
+        return cast(Type(theta.dtype()), v);
+      },
+      ctx.node().describe())};
+}
+
 }  // namespace
 
-void register_grid_sample(OpTable& table) { table.add(OpKind::GridSample, grid_sample); }
+void register_grid_sample(OpTable& table) {
+  table.add(OpKind::GridSample, grid_sample);
+  table.add(OpKind::AffineGrid, affine_grid);
+}
 
 }  // namespace kiln::ops

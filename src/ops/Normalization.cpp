@@ -137,15 +137,22 @@ Expr channel_param(const OpContext& ctx, const te::Tensor& p, const char* what, 
   return cast(t, p({c}));
 }
 
-// BatchNormalization at inference: y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel
-// (dim 1). Training mode (and the running-statistics outputs it produces) is unsupported.
+// BatchNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel (dim 1). At
+// inference mean and var are inputs; in training mode (opset 14+, attribute training_mode) they
+// are the batch's statistics over every dim but 1 (population variance), and the optional
+// outputs 1 and 2 are the running statistics, input * momentum + batch * (1 - momentum).
 std::vector<te::Tensor> build_batch_norm(OpContext& ctx) {
   const Node& node = ctx.node();
-  if (node.attr_int("training_mode", 0) != 0) {
-    ctx.unsupported("training mode (attribute 'training_mode' is 1) is not supported; kiln compiles inference");
+  const bool training = node.attr_int("training_mode", 0) != 0;
+  if (training && ctx.opset() < 14) {
+    ctx.fail("attribute 'training_mode' exists from opset 14; the model uses opset {}",
+             ctx.opset());
   }
   for (int k = 1; k < static_cast<int>(node.outputs.size()); ++k) {
-    if (wants_output(ctx, k)) ctx.unsupported("output {} (a training statistic) is not supported", k);
+    if (wants_output(ctx, k) && !(training && k <= 2)) {
+      ctx.unsupported("output {} (a training statistic of opset {}) is not supported", k,
+                      ctx.opset());
+    }
   }
   if (ctx.opset() < 9 && node.attr_int("spatial", 1) == 0) {
     ctx.unsupported("attribute 'spatial' = 0 (per-element statistics) is not supported");
@@ -157,11 +164,52 @@ std::vector<te::Tensor> build_batch_norm(OpContext& ctx) {
   const Type acc = accumulate_type(x.dtype());
   const char* names[] = {"", "input 1 (scale)", "input 2 (B)", "input 3 (mean)", "input 4 (var)"};
   for (int k = 1; k <= 4; ++k) channel_param(ctx, ctx.input(k), names[k], x.shape(1), Expr(0), acc);
-  return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
-    auto p = [&](int k) { return channel_param(ctx, ctx.input(k), names[k], x.shape(1), i[1], acc); };
-    const Expr inv = make_one(acc) / call(Intrinsic::Sqrt, p(4) + make_const(acc, epsilon));
-    return downcast((cast(acc, x(i)) - p(3)) * inv * p(1) + p(2), x.dtype());
+  auto p = [&](int k, const Expr& c) {
+    return channel_param(ctx, ctx.input(k), names[k], x.shape(1), c, acc);
+  };
+  if (!training) {
+    return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+      const Expr inv = make_one(acc) / call(Intrinsic::Sqrt, p(4, i[1]) + make_const(acc, epsilon));
+      return downcast((cast(acc, x(i)) - p(3, i[1])) * inv * p(1, i[1]) + p(2, i[1]), x.dtype());
+    })};
+  }
+  std::vector<int> axes = {0};
+  for (int d = 2; d < x.ndim(); ++d) axes.push_back(d);
+  auto value = [&](const std::vector<Expr>& i) { return cast(acc, x(i)); };
+  const Expr count = cast(acc, reduced_count(x.shape(), axes));
+  const te::Tensor sum =
+      reduce_stage(ctx, ctx.stage_name("sum"), x.shape(), axes, true, ReduceKind::Sum, value);
+  const te::Tensor sq = reduce_stage(ctx, ctx.stage_name("sum_sq_dev"), x.shape(), axes, true,
+                                     ReduceKind::Sum, [&](const std::vector<Expr>& i) {
+                                       const Expr d = value(i) - read_reduced(sum, i, axes) / count;
+                                       return d * d;
+                                     });
+  // The batch statistics of channel c, read from the keepdims stages at [0, c, 0, ...].
+  auto stat = [&](const te::Tensor& t, const Expr& c) {
+    std::vector<Expr> at(static_cast<size_t>(x.ndim()), Expr(0));
+    at[1] = c;
+    return t(at) / count;
+  };
+  std::vector<te::Tensor> out = {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+    const Expr inv =
+        make_one(acc) / call(Intrinsic::Sqrt, stat(sq, i[1]) + make_const(acc, epsilon));
+    return downcast((value(i) - stat(sum, i[1])) * inv * p(1, i[1]) + p(2, i[1]), x.dtype());
   })};
+  const double momentum = node.attr_float("momentum", 0.9);
+  for (int k = 1; k <= 2; ++k) {
+    if (!wants_output(ctx, k)) {
+      out.emplace_back();
+      continue;
+    }
+    const te::Tensor& batch = k == 1 ? sum : sq;
+    const DType dtype = ctx.input(2 + k).dtype();
+    out.push_back(output(ctx, k, {x.shape(1)}, [&](const std::vector<Expr>& c) {
+      return downcast(p(2 + k, c[0]) * make_const(acc, momentum) +
+                          stat(batch, c[0]) * make_const(acc, 1 - momentum),
+                      dtype);
+    }));
+  }
+  return out;
 }
 
 // InstanceNormalization: per (n, c), statistics over the spatial dims; scale and B per channel.

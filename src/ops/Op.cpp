@@ -1,5 +1,7 @@
 #include "kiln/ops/Op.h"
 
+#include <algorithm>
+
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRPrinter.h"
 
@@ -60,6 +62,36 @@ te::Tensor OpContext::constant_tensor(int output, HostTensor data) {
   te::Tensor t = te::placeholder(output_name(output), data.dtype(), shape);
   constants_.emplace_back(t, std::move(data));
   return t;
+}
+
+std::vector<BoundValue> OpContext::build_subgraph(const Graph& sub,
+                                                  const std::vector<BoundValue>& inputs) {
+  std::vector<BoundValue> captures;
+  for (const auto& [inner, outer] : sub.captures) {
+    (void)inner;
+    auto it = std::find(node_.implicit_inputs.begin(), node_.implicit_inputs.end(), outer);
+    KILN_ASSERT(
+        it != node_.implicit_inputs.end() && implicit_.size() == node_.implicit_inputs.size(),
+        "{}: subgraph capture '{}' is not an implicit input", node_.describe(),
+        graph_.values[outer].name);
+    captures.push_back(implicit_[static_cast<size_t>(it - node_.implicit_inputs.begin())]);
+  }
+  SubgraphTensors built =
+      build_subgraph_tensors(sub, inputs, captures, options_ ? *options_ : BuildOptions());
+  for (auto& [tensor, data] : built.constants) add_constant(tensor, std::move(data));
+  return std::move(built.outputs);
+}
+
+void OpContext::set_known_output(int k, std::optional<std::vector<ir::Expr>> values) {
+  if (known_outputs_.size() <= static_cast<size_t>(k))
+    known_outputs_.resize(static_cast<size_t>(k) + 1);
+  known_outputs_[static_cast<size_t>(k)] = std::move(values);
+}
+
+const std::vector<ir::Expr>* OpContext::known_output(int k) const {
+  if (static_cast<size_t>(k) >= known_outputs_.size() || !known_outputs_[static_cast<size_t>(k)])
+    return nullptr;
+  return &*known_outputs_[static_cast<size_t>(k)];
 }
 
 std::string OpContext::output_name(int i) const {

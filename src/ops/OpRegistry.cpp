@@ -22,6 +22,12 @@ static OpTable make_table() {
   register_recurrent(table);
   register_attention(table);
   register_rotary_embedding(table);
+  register_control_flow(table);
+  register_optimizers(table);
+  register_causal_conv(table);
+  register_fold(table);
+  register_determinant(table);
+  register_roi_align(table);
   return table;
 }
 

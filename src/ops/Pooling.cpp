@@ -1,4 +1,4 @@
-// Pooling windows: MaxPool (with the optional argmax Indices output), AveragePool,
+// Pooling windows: MaxPool (with the optional argmax Indices output), AveragePool, LpPool,
 // GlobalAveragePool, GlobalMaxPool. Padding never contributes a value: windows reduce only over
 // positions inside the input (max: as if padded with -inf).
 #include <limits>
@@ -119,6 +119,36 @@ std::vector<te::Tensor> average_pool(OpContext& ctx) {
   }, ctx.node().describe())};
 }
 
+// LpPool: (sum of |x|^p over the window)^(1/p); padding adds nothing (a zero's power is 0).
+std::vector<te::Tensor> lp_pool(OpContext& ctx) {
+  const te::Tensor& x = pool_input(ctx, kFloatTypes);
+  const WindowGeometry g = pool_geometry(ctx, x);
+  const std::vector<Expr> shape = pooled_shape(x, g);
+  const int64_t p = ctx.node().attr_int("p", 2);
+  if (p < 1) ctx.fail("attribute 'p' is {}; expected a positive integer", p);
+  const Type acc = accumulator_type(x.dtype());
+  te::Tensor sum = te::compute(
+      ctx.stage_name("power_sum"), shape,
+      [&](const std::vector<Expr>& i) {
+        Window w = window_at(ctx, x, g, i);
+        const Expr v = call(Intrinsic::Abs, cast(acc, x(w.position)));
+        Expr power = v;
+        for (int64_t k = 1; k < p; ++k) power = power * v;
+        return te::sum(power, w.axes, w.in_bounds);
+      },
+      ctx.node().describe());
+  return {te::compute(
+      ctx.output_name(0), shape,
+      [&](const std::vector<Expr>& i) {
+        const Expr root =
+            p == 1   ? sum(i)
+            : p == 2 ? call(Intrinsic::Sqrt, sum(i))
+                     : call(Intrinsic::Pow, sum(i), make_const(acc, 1.0 / static_cast<double>(p)));
+        return downcast(root, x.dtype());
+      },
+      ctx.node().describe())};
+}
+
 template <bool IsMax>
 std::vector<te::Tensor> global_pool(OpContext& ctx) {
   const te::Tensor& x = pool_input(ctx, kFloatTypes);
@@ -148,6 +178,7 @@ std::vector<te::Tensor> global_pool(OpContext& ctx) {
 void register_pooling(OpTable& table) {
   table.add(OpKind::MaxPool, max_pool);
   table.add(OpKind::AveragePool, average_pool);
+  table.add(OpKind::LpPool, lp_pool);
   table.add(OpKind::GlobalAveragePool, global_pool<false>);
   table.add(OpKind::GlobalMaxPool, global_pool<true>);
 }

@@ -1,6 +1,6 @@
 // Reductions: Reduce* over a set of axes, ArgMax/ArgMin (a max stage, then the first or last
-// index where the input equals it) and CumSum (a conditional sum). float16/bfloat16 accumulate
-// in float32 and are stored back by a final injective stage.
+// index where the input equals it) and CumSum/CumProd (a conditional sum/product). float16/bfloat16
+// accumulate in float32 and are stored back by a final injective stage.
 #include <algorithm>
 
 #include "Families.h"
@@ -194,8 +194,10 @@ std::vector<te::Tensor> build_arg(OpContext& ctx) {
       [&](const std::vector<Expr>& i) { return value(i) == read_reduced(extreme, i, axes); })};
 }
 
-// CumSum: out[.., j, ..] sums x[.., k, ..] over k <= j (k < j exclusive; k >= j / k > j reversed).
-std::vector<te::Tensor> build_cumsum(OpContext& ctx) {
+// CumSum / CumProd: out[.., j, ..] sums (multiplies) x[.., k, ..] over k <= j (k < j exclusive;
+// k >= j / k > j reversed); an exclusive scan's first element is the identity (0 or 1).
+template <bool kProduct>
+std::vector<te::Tensor> build_cumulative(OpContext& ctx) {
   const te::Tensor& x = ctx.input(0);
   check_dtype(ctx, x, "input 0", kNumericTypes);
   const std::vector<int64_t> axis_value = ctx.constant_ints(1, "axis");
@@ -206,13 +208,14 @@ std::vector<te::Tensor> build_cumsum(OpContext& ctx) {
   const Type acc = accumulate_type(x.dtype());
   const IterVar k = te::reduce_axis(x.shape(axis), ctx.stage_name("k"));
   const te::Tensor sums = te::compute(
-      ctx.stage_name("cumsum"), x.shape(),
+      ctx.stage_name(kProduct ? "cumprod" : "cumsum"), x.shape(),
       [&](const std::vector<Expr>& i) {
         std::vector<Expr> index = i;
         index[axis] = k.var;
         const Expr& j = i[axis];
         Expr cond = reverse ? (exclusive ? k.var > j : k.var >= j) : (exclusive ? k.var < j : k.var <= j);
-        return te::sum(cast(acc, x(index)), {k}, cond);
+        return kProduct ? te::prod(cast(acc, x(index)), {k}, cond)
+                        : te::sum(cast(acc, x(index)), {k}, cond);
       },
       ctx.node().describe());
   return {finish(ctx, x.shape(), [&](const std::vector<Expr>& i) { return cast(Type(x.dtype()), sums(i)); })};
@@ -233,7 +236,8 @@ void register_reduction(OpTable& table) {
   table.add(OpKind::ReduceSumSquare, build_reduce<ReduceOp::SumSquare>);
   table.add(OpKind::ArgMax, build_arg<true>);
   table.add(OpKind::ArgMin, build_arg<false>);
-  table.add(OpKind::CumSum, build_cumsum);
+  table.add(OpKind::CumSum, build_cumulative<false>);
+  table.add(OpKind::CumProd, build_cumulative<true>);
 }
 
 }  // namespace kiln::ops

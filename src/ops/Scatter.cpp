@@ -1,9 +1,9 @@
 // Scatters and the gathers that mirror them: ScatterElements (and opset 9's Scatter), ScatterND,
-// GatherND, OneHot, Compress. A scatter is written from the output's side: element i of the
-// result reduces the updates that land on i (a conditional reduction over the updates, O(output x
-// updates)); with reduction 'none' the last such update wins (the largest update position), as
-// in the ONNX reference. Data-dependent indices are normalized (negative counts from the end) and
-// clamped, so that generated code never reads outside a tensor.
+// TensorScatter, GatherND, OneHot, Compress. A scatter is written from the output's side: element i
+// of the result reduces the updates that land on i (a conditional reduction over the updates,
+// O(output x updates)); with reduction 'none' the last such update wins (the largest update
+// position), as in the ONNX reference. Data-dependent indices are normalized (negative counts from
+// the end) and clamped, so that generated code never reads outside a tensor.
 #include "Families.h"
 #include "IndexMath.h"
 #include "ReduceStages.h"
@@ -271,6 +271,38 @@ std::vector<te::Tensor> compress(OpContext& ctx) {
   })};
 }
 
+// TensorScatter (opset 24, a KV-cache write): present = past with update's `sequence_length`
+// positions along `axis` written from write_indices[batch] on (modulo the cache length in
+// 'circular' mode). Written from the output side: position j takes update[j - start] when that
+// lies in the update.
+std::vector<te::Tensor> tensor_scatter(OpContext& ctx) {
+  const te::Tensor& past = ctx.input(0);
+  const te::Tensor& update = ctx.input(1);
+  check_same_dtype(ctx, {past, update});
+  const std::string mode = ctx.node().attr_string("mode", "linear");
+  if (mode != "linear" && mode != "circular")
+    ctx.fail("attribute 'mode' is '{}'; expected linear or circular", mode);
+  const int rank = past.ndim();
+  if (update.ndim() != rank || rank < 2) {
+    ctx.fail("past_cache {} and update {} must have one rank of at least 2",
+             shape_text(past.shape()), shape_text(update.shape()));
+  }
+  const int axis = normalize_axis(ctx, ctx.node().attr_int("axis", -2), rank, "attribute 'axis'");
+  if (axis == 0)
+    ctx.fail("attribute 'axis' is 0, the batch axis; expected a sequence axis after it");
+  const te::Tensor indices = ctx.has_input(2) ? ctx.input(2) : te::Tensor();
+  if (indices.defined()) check_dtype(ctx, indices, "input 2 (write_indices)", {DType::Int64});
+  const Expr capacity = past.shape(axis), length = update.shape(axis);
+  return {make_output(ctx, 0, past.shape(), [&](const std::vector<Expr>& i) {
+    const Expr start = indices.defined() ? cast(kIndexType, indices({i[0]})) : Expr(0);
+    Expr k = i[axis] - start;
+    if (mode == "circular") k = floor_mod(k, capacity);
+    std::vector<Expr> at = i;
+    at[axis] = clamp(k, Expr(0), length - 1);
+    return select(k >= 0 && k < length, update(at), past(i));
+  })};
+}
+
 }  // namespace
 
 void register_scatter(OpTable& table) {
@@ -280,6 +312,7 @@ void register_scatter(OpTable& table) {
   table.add(OpKind::GatherND, gather_nd);
   table.add(OpKind::OneHot, one_hot);
   table.add(OpKind::Compress, compress);
+  table.add(OpKind::TensorScatter, tensor_scatter);
 }
 
 }  // namespace kiln::ops

@@ -1,14 +1,16 @@
-// Signal processing: the window functions (HannWindow, HammingWindow, BlackmanWindow), DFT and
-// STFT. Transforms are direct sums, O(n^2) per transformed row (no FFT): X[k] = sum over n of
-// x[n] e^(-2 pi i k n / N), the phase reduced modulo N in integers and evaluated in float64.
-// Complex tensors are real tensors with a last dim of 2 (real, imaginary); real inputs have a
-// last dim of 1. Lengths that decide shapes (window size, dft_length, frame_step) must be known.
+// Signal processing: the window functions (HannWindow, HammingWindow, BlackmanWindow), DFT,
+// STFT and MelWeightMatrix. Transforms are direct sums, O(n^2) per transformed row (no FFT): X[k] =
+// sum over n of x[n] e^(-2 pi i k n / N), the phase reduced modulo N in integers and evaluated in
+// float64. Complex tensors are real tensors with a last dim of 2 (real, imaginary); real inputs
+// have a last dim of 1. Lengths that decide shapes (window size, dft_length, frame_step) must be
+// known.
+#include <cmath>
 #include <numbers>
 
 #include "Families.h"
 #include "IndexMath.h"
-#include "kiln/ops/Helpers.h"
 #include "kiln/onnx/Proto.h"
+#include "kiln/ops/Helpers.h"
 
 namespace kiln::ops {
 namespace {
@@ -195,6 +197,63 @@ std::vector<te::Tensor> build_stft(OpContext& ctx) {
       ctx.node().describe())};
 }
 
+double scalar_float(const OpContext& ctx, int input, const char* what) {
+  const std::vector<double> v = ctx.constant_floats(input, what);
+  if (v.size() != 1) ctx.fail("input {} ('{}') must hold one value, got {}", input, what, v.size());
+  return v[0];
+}
+
+// MelWeightMatrix (opset 17): [dft_length / 2 + 1, num_mel_bins] triangular filters whose edges
+// are num_mel_bins + 2 points evenly spaced in mel between the edge frequencies, mapped to DFT
+// bins as floor((dft_length + 1) * hz / sample_rate) (the reference's formula). Every input
+// must be known: the edges are computed here, the filters are the tensor's expression.
+std::vector<te::Tensor> build_mel_weight_matrix(OpContext& ctx) {
+  const int64_t mel_bins = scalar_int(ctx, 0, "num_mel_bins");
+  const int64_t dft_length = scalar_int(ctx, 1, "dft_length");
+  const double sample_rate = scalar_float(ctx, 2, "sample_rate");
+  const double lower = scalar_float(ctx, 3, "lower_edge_hertz"),
+               upper = scalar_float(ctx, 4, "upper_edge_hertz");
+  if (mel_bins < 1 || dft_length < 1 || sample_rate <= 0) {
+    ctx.fail("num_mel_bins ({}), dft_length ({}) and sample_rate ({}) must be positive", mel_bins,
+             dft_length, sample_rate);
+  }
+  auto to_mel = [](double hz) { return 2595 * std::log1p(hz / 700) / std::log(10.0); };
+  const double low_mel = to_mel(lower),
+               step = (to_mel(upper) - low_mel) / static_cast<double>(mel_bins + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(mel_bins + 2));
+  for (int64_t k = 0; k < mel_bins + 2; ++k) {
+    const double hz =
+        700 * std::expm1((static_cast<double>(k) * step + low_mel) / 2595 * std::log(10.0));
+    edge[k] =
+        static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / sample_rate));
+  }
+  const DType dtype = output_datatype(ctx);
+  const Type acc(DType::Float64);
+  return {te::compute(
+      ctx.output_name(0), {Expr(dft_length / 2 + 1), Expr(mel_bins)},
+      [&](const std::vector<Expr>& i) {
+        const Expr j = i[0];
+        Expr value = make_zero(acc);
+        for (int64_t m = mel_bins - 1; m >= 0; --m) {
+          const int64_t lo = edge[m], center = edge[m + 1], hi = edge[m + 2];
+          const Expr jf = cast(acc, j);
+          Expr v = lo == center ? select(j == Expr(center), f64(1), f64(0))
+                                : select(j >= Expr(lo) && j <= Expr(center),
+                                         (jf - f64(static_cast<double>(lo))) /
+                                             f64(static_cast<double>(center - lo)),
+                                         f64(0));
+          if (hi > center) {
+            v = select(j >= Expr(center) && j < Expr(hi),
+                       (f64(static_cast<double>(hi)) - jf) / f64(static_cast<double>(hi - center)),
+                       v);
+          }
+          value = m == mel_bins - 1 ? v : select(i[1] == Expr(m), v, value);
+        }
+        return cast(Type(dtype), value);
+      },
+      ctx.node().describe())};
+}
+
 }  // namespace
 
 void register_signal(OpTable& table) {
@@ -203,6 +262,7 @@ void register_signal(OpTable& table) {
   table.add(OpKind::BlackmanWindow, build_window<Window::Blackman>);
   table.add(OpKind::DFT, build_dft);
   table.add(OpKind::STFT, build_stft);
+  table.add(OpKind::MelWeightMatrix, build_mel_weight_matrix);
 }
 
 }  // namespace kiln::ops

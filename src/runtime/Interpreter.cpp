@@ -1,6 +1,7 @@
 #include "kiln/runtime/Interpreter.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -219,6 +220,21 @@ class Interpreter {
     return Value{cmp(x.i, y.i), 0};
   }
 
+  // The bits of `x` (of type `from`) read as type `to`, through a one-element tensor of each,
+  // which stores every dtype in its own bytes.
+  static Value bit_cast(const Value& x, Type from, Type to) {
+    HostTensor in(from.dtype, {}), out(to.dtype, {});
+    KILN_ASSERT(in.num_bytes() == out.num_bytes(), "bit_cast from {} to {}", dtype_name(from.dtype),
+                dtype_name(to.dtype));
+    if (from.is_float())
+      in.set_double(0, x.f);
+    else
+      in.set_int(0, x.i);
+    std::memcpy(out.data(), in.data(), in.num_bytes());
+    if (to.is_float()) return Value{0, out.get_double(0)};
+    return Value{out.get_int(0), 0};
+  }
+
   Value eval_call(const Call& c) {
     const Type t = c.type;
     auto arg = [&](size_t k) { return eval(c.args[k]); };
@@ -272,6 +288,8 @@ class Interpreter {
         if (t.is_uint()) return Value{n >= t.bits() || n < 0 ? 0 : static_cast<int64_t>(v >> n), 0};
         return Value{arg(0).i >> std::min<int64_t>(std::max<int64_t>(n, 0), 63), 0};
       }
+      case Intrinsic::BitCast:
+        return bit_cast(arg(0), c.args[0].type(), t);
       case Intrinsic::SyncThreads: return Value{};
       case Intrinsic::BlockAllReduce: return arg(0);  // one thread: the value itself
     }

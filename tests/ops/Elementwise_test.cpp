@@ -88,8 +88,41 @@ TEST(Elementwise, DropoutTrainingModeIsUnsupported) {
   const int training = g.constant("training", test::tensor(DType::Bool, {}, {1}));
   g.node("d", OpKind::Dropout, {g.input("x", DType::Float32, {4}), ratio, training});
   EXPECT_EQ(g.error(),
-            "node 'd' (Dropout): training mode (input 'training_mode' is true) is not supported; kiln compiles "
-            "inference");
+            "node 'd' (Dropout): training mode (input 'training_mode' is true) with a nonzero "
+            "ratio is not "
+            "supported (it draws random numbers); kiln compiles inference");
+}
+
+TEST(Elementwise, DropoutTrainingWithZeroRatioIsTheIdentity) {
+  NodeTestGraph g(13);
+  const int ratio = g.constant("ratio", test::tensor(DType::Float32, {}, {0.0}));
+  const int training = g.constant("training", test::tensor(DType::Bool, {}, {1}));
+  g.node("d", OpKind::Dropout, {g.input("x", DType::Float32, {3}), ratio, training}, {}, 2);
+  const std::vector<HostTensor> out =
+      run_graph_on_cpu(g.graph, {{"x", test::float_tensor({3}, {1, -2, 3})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{1, -2, 3}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{1, 1, 1}));
+}
+
+TEST(Elementwise, BitCastKeepsTheBits) {
+  NodeTestGraph g(26);
+  g.node("b", OpKind::BitCast, {g.input("x", DType::Float32, {2})},
+         {{"to", test::int_attr(6)}});  // INT32
+  const std::vector<HostTensor> out =
+      run_graph_on_cpu(g.graph, {{"x", test::float_tensor({2}, {1.0, -2.0})}});
+  EXPECT_EQ(
+      test::values_of(out[0]),
+      (std::vector<double>{0x3f800000, static_cast<double>(static_cast<int32_t>(0xc0000000u))}));
+}
+
+TEST(Elementwise, BitCastNeedsOneWidth) {
+  NodeTestGraph g(26);
+  g.node("b", OpKind::BitCast, {g.input("x", DType::Float32, {2})},
+         {{"to", test::int_attr(7)}});  // INT64
+  EXPECT_EQ(g.error(),
+            "node 'b' (BitCast): input 0 is float32 (32 bits) but 'to' is int64 (64 bits); "
+            "expected types of the same "
+            "width");
 }
 
 TEST(Elementwise, CastToStringIsUnsupported) {

@@ -49,14 +49,40 @@ TEST(Normalization, BatchNormParameterLength) {
   EXPECT_EQ(g.error(), "node 'bn' (BatchNormalization): input 3 (mean) has 4 elements but the input has 3 channels");
 }
 
-TEST(Normalization, BatchNormTrainingIsUnsupported) {
+// Training mode: the batch's mean and population variance per channel normalize x, and the running
+// statistics move by 1 - momentum towards them.
+TEST(Normalization, BatchNormTrainingUsesBatchStatistics) {
   NodeTestGraph g(15);
+  std::vector<int> in = {g.input("x", DType::Float32, {2, 1, 2})};
+  for (const char* name : {"s", "b", "m", "v"}) in.push_back(g.input(name, DType::Float32, {1}));
+  g.node("bn", OpKind::BatchNormalization, in,
+         {{"training_mode", test::int_attr(1)},
+          {"epsilon", test::float_attr(0)},
+          {"momentum", test::float_attr(0.5)}},
+         3);
+  const std::vector<HostTensor> out =
+      run_graph_on_cpu(g.graph, {{"x", test::float_tensor({2, 1, 2}, {1, 3, 5, 7})},
+                                 {"s", test::float_tensor({1}, {2})},
+                                 {"b", test::float_tensor({1}, {1})},
+                                 {"m", test::float_tensor({1}, {0})},
+                                 {"v", test::float_tensor({1}, {1})}});
+  // mean 4, variance (9 + 1 + 1 + 9) / 4 = 5.
+  const double sd = std::sqrt(5.0);
+  const std::vector<double> y = test::values_of(out[0]);
+  const double xs[] = {1, 3, 5, 7};
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(y[k], (xs[k] - 4) / sd * 2 + 1, 1e-5) << k;
+  EXPECT_NEAR(test::values_of(out[1])[0], 2.0, 1e-6);  // 0 * 0.5 + 4 * 0.5
+  EXPECT_NEAR(test::values_of(out[2])[0], 3.0, 1e-6);  // 1 * 0.5 + 5 * 0.5
+}
+
+TEST(Normalization, BatchNormTrainingModeBeforeOpset14IsAnError) {
+  NodeTestGraph g(13);
   std::vector<int> in = {g.input("x", DType::Float32, {1, 2})};
   for (const char* name : {"s", "b", "m", "v"}) in.push_back(g.input(name, DType::Float32, {2}));
   g.node("bn", OpKind::BatchNormalization, in, {{"training_mode", test::int_attr(1)}});
   EXPECT_EQ(g.error(),
-            "node 'bn' (BatchNormalization): training mode (attribute 'training_mode' is 1) is not supported; kiln "
-            "compiles inference");
+            "node 'bn' (BatchNormalization): attribute 'training_mode' exists from opset 14; the "
+            "model uses opset 13");
 }
 
 // Before opset 13, Softmax normalizes over every dim from `axis` on (a coerced 2-D view).

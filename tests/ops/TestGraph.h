@@ -19,6 +19,12 @@ inline Attribute int_attr(int64_t i) {
   a.i = i;
   return a;
 }
+inline Attribute float_attr(double f) {
+  Attribute a;
+  a.kind = Attribute::Kind::Float;
+  a.f = f;
+  return a;
+}
 inline Attribute ints_attr(std::vector<int64_t> v) {
   Attribute a;
   a.kind = Attribute::Kind::Ints;

@@ -5,6 +5,7 @@
 // expressions of symbols after shape inference (`batch * seq`).
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,8 +22,10 @@ struct TensorType {
 };
 std::string to_string(const TensorType& type);  // "float32[batch, 3, 224, 224]"
 
+class Graph;
+
 struct Attribute {
-  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Tensor };
+  enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Tensor, Graph };
   Kind kind = Kind::Int;
   int64_t i = 0;
   double f = 0;
@@ -31,6 +34,8 @@ struct Attribute {
   std::vector<double> floats;
   std::vector<std::string> strings;
   HostTensor tensor;
+  // Kind::Graph: a subgraph (If's branches, Loop's and Scan's body).
+  std::shared_ptr<const Graph> graph;
 };
 const char* attribute_kind_name(Attribute::Kind kind);
 
@@ -48,6 +53,9 @@ struct Node {
   std::string domain;
   std::vector<int> inputs;   // value ids; -1 for an omitted optional input
   std::vector<int> outputs;  // value ids; -1 for an omitted optional output
+  // Values of the enclosing graph that the node's subgraphs read by name (the outer side of
+  // their captures): data dependencies that are not inputs.
+  std::vector<int> implicit_inputs;
   std::map<std::string, Attribute> attributes;
   // Why a node whose op_type kiln knows was imported as Unsupported (an attribute of a kind
   // kiln cannot represent, say); empty otherwise.
@@ -62,6 +70,8 @@ struct Node {
   std::vector<int64_t> attr_ints(const std::string& attr, const std::vector<int64_t>& fallback) const;
   std::vector<double> attr_floats(const std::string& attr, const std::vector<double>& fallback) const;
   const Attribute* attr(const std::string& attr, Attribute::Kind kind) const;  // null when absent
+  // The subgraph attribute `attr`; UserError naming the node when absent or not a graph.
+  const Graph& attr_graph(const std::string& attr) const;
   std::string describe() const;  // "node 'conv1' (Conv)"
 };
 
@@ -73,6 +83,10 @@ class Graph {
   std::vector<int> outputs;
   int64_t opset = 0;         // the ai.onnx opset the model imports
   std::string name;
+  // A subgraph (a Graph attribute) reads values of its enclosing graph by name: each capture is
+  // (a value of this graph without producer, the enclosing graph's value it stands for). Empty
+  // for a model's main graph.
+  std::vector<std::pair<int, int>> captures;
 
   int find_value(const std::string& value_name) const;  // -1 when absent
   int find_node(const std::string& node_name) const;    // -1 when absent

@@ -38,10 +38,29 @@ struct GraphTensors {
 // graph at once (with node names); a definition's own errors name the node.
 GraphTensors build_graph_tensors(const Graph& graph, const BuildOptions& options = BuildOptions());
 
+// A value bound from outside a subgraph: its tensor and, when known, its values.
+struct BoundValue {
+  te::Tensor tensor;
+  std::optional<std::vector<ir::Expr>> known;
+};
+
+struct SubgraphTensors {
+  std::vector<BoundValue> outputs;  // per subgraph output
+  // The placeholders its initializers and Constant nodes made, with their data.
+  std::vector<std::pair<te::Tensor, HostTensor>> constants;
+};
+
+// Builds a subgraph (If's branch, a Loop or Scan body) once, its inputs and captures bound to
+// the given tensors (`captures` in the order of sub.captures). Unrolled loops call it per step.
+SubgraphTensors build_subgraph_tensors(const Graph& sub, const std::vector<BoundValue>& inputs,
+                                       const std::vector<BoundValue>& captures,
+                                       const BuildOptions& options = BuildOptions());
+
 // Sets each node output's type from its tensor (dtype, symbolic shape).
 void infer_types(Graph& graph, const BuildOptions& options = BuildOptions());
 
-// "Relu (2 nodes: r1, r2), Foo (1 node: f)" for every op kiln cannot generate; empty if none.
+// "Relu (2 nodes: r1, r2), Foo (1 node: f)" for every op kiln cannot generate (subgraphs
+// included); empty if none.
 std::string describe_unsupported(const Graph& graph);
 
 }  // namespace kiln::ops

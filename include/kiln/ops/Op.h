@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/graph/Graph.h"
+#include "kiln/ops/GraphTensors.h"
 #include "kiln/support/Error.h"
 #include "kiln/te/Tensor.h"
 
@@ -50,6 +51,25 @@ class OpContext {
   // whose values are known to later nodes.
   te::Tensor constant_tensor(int output, HostTensor data);
   const std::vector<std::pair<te::Tensor, HostTensor>>& constants() const { return constants_; }
+  // A placeholder with data made elsewhere (a subgraph's initializer or Constant).
+  void add_constant(te::Tensor tensor, HostTensor data) {
+    constants_.emplace_back(std::move(tensor), std::move(data));
+  }
+
+  // The values of the enclosing graph that the node's subgraphs capture (node.implicit_inputs,
+  // in that order), and the build options, for building subgraphs.
+  void set_implicit_inputs(std::vector<BoundValue> values, const BuildOptions& options) {
+    implicit_ = std::move(values);
+    options_ = &options;
+  }
+  // Builds subgraph `sub` of this node with its inputs bound to `inputs` and its captures to the
+  // node's implicit inputs; its constants become this node's.
+  std::vector<BoundValue> build_subgraph(const Graph& sub, const std::vector<BoundValue>& inputs);
+  // Output k's values when the definition knows them (a subgraph's known outputs).
+  void set_known_output(int k, std::optional<std::vector<ir::Expr>> values);
+  const std::vector<ir::Expr>* known_output(int k) const;
+  // Input i with its known values, to bind to a subgraph input.
+  BoundValue bound_input(int i) const { return BoundValue{input(i), known_[i]}; }
 
   // An UnsupportedError prefixed with the node: valid input that kiln does not handle.
   template <typename... Args>
@@ -68,6 +88,9 @@ class OpContext {
   std::vector<te::Tensor> inputs_;
   std::vector<std::optional<std::vector<ir::Expr>>> known_;
   std::vector<std::pair<te::Tensor, HostTensor>> constants_;
+  std::vector<BoundValue> implicit_;
+  const BuildOptions* options_ = nullptr;
+  std::vector<std::optional<std::vector<ir::Expr>>> known_outputs_;
 };
 
 // Builds one tensor per node output (undefined for an omitted optional output).

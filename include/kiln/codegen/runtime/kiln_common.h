@@ -107,6 +107,14 @@ KILN_HD inline T fabs_(T x) {
   else if constexpr (std::is_signed_v<T>) return x < T(0) ? static_cast<T>(T(0) - x) : x;
   else return x;
 }
+// ONNX BitCast: the bits of x as a To of the same size.
+template <typename To, typename From>
+KILN_HD inline To bit_cast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  To y;
+  __builtin_memcpy(&y, &x, sizeof(To));
+  return y;
+}
 template <typename T>
 KILN_HD inline T shift_left(T a, T n) {
   return n < T(0) || n >= T(sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) << n);
