@@ -239,12 +239,15 @@ struct Shape {
   bool b_k = true;      // B: k contiguous ([N, K]) or n contiguous ([K, N])
   int64_t batch0 = 0;   // > 0: batch (batch0, batch1), B broadcast along batch0
   int64_t batch1 = 1;
+  int b_batch = 0;      // B along the batch: 0 broadcast along batch0, 1 broadcast along both, 2 batched like A
   bool tight = false;   // rows not padded to 8 elements (unaligned: the fallback runs)
 };
 static std::string shape_str(const Shape& s) {
   char buf[160];
-  snprintf(buf, sizeof buf, "%s%ldx%ldx%ld A:%s B:%s%s", s.batch0 ? (std::to_string(s.batch0) + "x" + std::to_string(s.batch1) + "x ").c_str() : "",
-           long(s.m), long(s.n), long(s.k), s.a_k ? "[M,K]" : "[K,M]", s.b_k ? "[N,K]" : "[K,N]", s.tight ? " unpadded" : "");
+  static const char* kBBatch[] = {"", " (B bcast all)", " (B batched)"};
+  snprintf(buf, sizeof buf, "%s%ldx%ldx%ld A:%s B:%s%s%s", s.batch0 ? (std::to_string(s.batch0) + "x" + std::to_string(s.batch1) + "x ").c_str() : "",
+           long(s.m), long(s.n), long(s.k), s.a_k ? "[M,K]" : "[K,M]", s.b_k ? "[N,K]" : "[K,N]", s.batch0 ? kBBatch[s.b_batch] : "",
+           s.tight ? " unpadded" : "");
   return buf;
 }
 
@@ -296,10 +299,12 @@ struct Operands {
     for (int j = 0; j < num_b; ++j) {
       const int64_t ldb = s.tight ? (s.b_k ? s.k : s.n) : round8(s.b_k ? s.k : s.n);
       const int64_t b_rows = s.b_k ? s.n : s.k;
-      b[j].make(s.batch0 ? s.batch1 : 1, b_rows, s.b_k ? s.k : s.n, ldb, true);
+      const int64_t b_count = !s.batch0 || s.b_batch == 1 ? 1 : s.b_batch == 2 ? batch : s.batch1;
+      b[j].make(b_count, b_rows, s.b_k ? s.k : s.n, ldb, true);
       b[j].op.stride_mn = s.b_k ? ldb : 1;
       b[j].op.stride_k = s.b_k ? 1 : ldb;
-      if (s.batch0) b[j].op.batch_stride[0] = 0, b[j].op.batch_stride[1] = b_rows * ldb;  // broadcast over batch0
+      if (s.batch0 && s.b_batch == 0) b[j].op.batch_stride[0] = 0, b[j].op.batch_stride[1] = b_rows * ldb;  // broadcast over batch0
+      if (s.batch0 && s.b_batch == 2) b[j].op.batch_stride[0] = s.batch1 * b_rows * ldb, b[j].op.batch_stride[1] = b_rows * ldb;
       p.b[j] = b[j].op;
     }
     p.a = a.op;
@@ -501,6 +506,12 @@ static void run_checks() {
     Shape t{1, 64, 4096};
     t.batch0 = 3, t.batch1 = 2;
     shapes.push_back(t);
+    for (int bb : {1, 2})  // B shared by every batch entry (a weight), or batched (attention's K/V)
+      for (bool bk : {true, false}) {
+        Shape u{130, 72, 200};
+        u.batch0 = 2, u.batch1 = 3, u.b_batch = bb, u.b_k = bk;
+        shapes.push_back(u);
+      }
   }
   {
     Shape s{33, 50, 37};
