@@ -107,7 +107,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWg128x256, kWg256x128, kWg128x128, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -115,6 +115,9 @@ static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
 }
 static const char* path_name(Path p) {
   switch (p) {
+    case kWgPP128x128: return "wgmma<128,128,6,pingpong>";
+    case kWgPP64x256: return "wgmma<64,256,5,pingpong>";
+    case kWgPP64x128: return "wgmma<64,128,5,pingpong>";
     case kWg128x256: return "wgmma<128,256,4>";
     case kWg256x128: return "wgmma<256,128,4>";
     case kWg128x128: return "wgmma<128,128,6>";
@@ -149,6 +152,15 @@ template <typename E>
 cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int64_t ws_bytes, cudaStream_t s) {
   switch (path) {
     // Hopper (gemm_wgmma.cuh): falls back to variant 1 with the named TileConfig where it cannot run.
+    case kWgPP128x128:
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 6, 1>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgPP64x256:
+      if constexpr (E::kAllPaths) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 256, 5, 1>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgPP64x128:  // ping-pong for dual products (64 x 128 x 2 accumulators per warpgroup)
+      if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 128, 5, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
     case kWg128x256:
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 256, 4>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
       break;
@@ -533,11 +545,11 @@ static void run_checks() {
       std::vector<Path> paths;
       if (g_wg_only) {
         if (epi == Epi::GateUp) {
-          add_paths(paths, {kWg128x128s4, kSimt});
+          add_paths(paths, {kWg128x128s4, kWgPP64x128, kSimt});
         } else if (epi == Epi::BiasGelu) {
-          add_paths(paths, {kWg128x256, kWg128x128});
+          add_paths(paths, {kWg128x256, kWgPP128x128});
         } else {
-          add_paths(paths, {kWg128x256, kWg256x128, kWg128x128, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128k64, kSimt});
+          add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kSimt});
         }
       } else if (epi == Epi::GateUp) {
         add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4});
@@ -628,8 +640,8 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     } else if (s.m <= 51) {
       add_paths(paths, {kTc64x128, kTc128x128});
     } else if (g_wg_only) {
-      add_paths(paths, {kWg128x256, kWg256x128, kWg128x128, kTc128x256k64});
-      if (s.m <= 1024) add_paths(paths, {kWg128x256sk, kWg128x128sk});
+      add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256});
+      if (s.m <= 1024) add_paths(paths, {kWg128x128sk});
     } else {
       add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64,
                         kWg128x256, kWg256x128, kWg128x128});

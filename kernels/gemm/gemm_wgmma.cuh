@@ -3,7 +3,7 @@
 // fp32 accumulators. Same contract as variant 1 (gemm_problem.cuh); variant 1 (mma.sync,
 // gemm_tensorcore.cuh) runs whatever this one cannot take.
 //
-// Schedule (WgmmaConfig<BM, BN, STAGES>): a persistent grid (one CTA per SM) walks the output
+// Schedule (WgmmaConfig<BM, BN, STAGES, PINGPONG>): a persistent grid (one CTA per SM) walks the output
 // tiles (BM x BN of one flat batch index, grouped 8 tile-rows at a time so that concurrent CTAs
 // share A and B in L2) and, when split-K is on, the K splits of each tile. A CTA is three
 // warpgroups:
@@ -15,6 +15,9 @@
 //     wgmmas of a stage straight from shared-memory descriptors, keeps one stage's wgmmas in
 //     flight (wait_group 1) and releases the stage before it; then runs the epilogue functor on
 //     its accumulators while the producer already loads the next tile.
+//   Ping-pong (PINGPONG = 1): each consumer warpgroup owns whole tiles, every other one of the
+//     CTA's sequence; the ring hands out stages in tile order, so one warpgroup's mainloop runs
+//     while the other one's epilogue does (what hides the epilogue when K is short).
 // Operand tiles land 128-byte swizzled, the layout wgmma reads without bank conflicts: a K-major
 // operand (k contiguous) as one box of 64 k x rows; an M/N-major one (the [K, N] weights a
 // PyTorch MatMul exports, or A given as [K, M]) as boxes of 64 m/n x 64 k, read through the
@@ -39,12 +42,16 @@
 
 namespace kiln::gemm {
 
-// Hopper tile configuration (schedule data, like TileConfig): BM x BN output tiles (BM 128 or
-// 256, BN 64, 128 or 256), k-steps of 64, STAGES shared-memory stages.
-template <int BM_, int BN_, int STAGES_>
+// Hopper tile configuration (schedule data, like TileConfig): BM x BN output tiles, k-steps of
+// 64, STAGES shared-memory stages. PINGPONG = 0 (cooperative): both consumer warpgroups share a
+// tile, BM/2 rows each (BM 128 or 256). PINGPONG = 1: each consumer warpgroup takes every other
+// tile of the CTA whole (BM 64 or 128), so one's epilogue overlaps the other's mainloop.
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
+  static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr int kConsumers = 2;
+  static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
 };
 
@@ -80,7 +87,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   using namespace kiln::gemm::sm90;
   constexpr int NB = Epilogue::kNumB;
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
-  constexpr int MI = BM / 64 / Config::kConsumers;  // m64 blocks per consumer warpgroup
+  constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
+  constexpr bool kPingPong = Config::kPingPong;
   using L = WgmmaLayout<Config, NB>;
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
   const uint32_t base = (smem_addr(wgmma_smem) + 1023u) & ~1023u;
@@ -90,7 +98,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 1);
-      mbar_init(empty(s), Config::kConsumers);
+      mbar_init(empty(s), Config::kConsumersPerTile);
     }
     mbar_init_fence();
   }
@@ -154,13 +162,26 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   } else {
     setmaxnreg_inc<232>();
     const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
+    const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;
     uint32_t phase = 0;
     float acc[NB][MI][BN / 2];
-    for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
+    int64_t local = 0;  // the CTA's units in order; ping-pong: warpgroup cw takes those with local % 2 == cw
+    for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x, ++local) {
       int b, tm, tn, split, ks0, ks1;
       decode(u, b, tm, tn, split);
       k_range(split, ks0, ks1);
+      if (kPingPong && local % 2 != cw) {  // the other warpgroup's unit: skip its stages in the ring
+        const int skip = ks1 - ks0;
+        stage += skip % S;
+        phase ^= uint32_t((skip / S) & 1);
+        if (stage >= S) stage -= S, phase ^= 1u;
+        continue;
+      }
+      // Ping-pong order: this warpgroup's mainloop starts once the other one has waited on every
+      // stage of its previous unit. (An mbarrier parity wait can tell only the current phase from
+      // the one before, so no warpgroup may wait on a stage two phases ahead.)
+      if (kPingPong && local > 0) named_barrier_sync(1 + cw, 256);
       int prev = -1;
       for (int ks = ks0; ks < ks1; ++ks) {
         mbar_wait(full(stage), phase);
@@ -170,7 +191,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         for (int kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
           for (int mi = 0; mi < MI; ++mi) {
-            const uint32_t a_addr = st + 8192u * uint32_t(cw * MI + mi) + (kAk ? 32u : 2048u) * kk;
+            const uint32_t a_addr = st + 8192u * uint32_t(row0 + mi) + (kAk ? 32u : 2048u) * kk;
             const uint64_t da = kAk ? smem_desc(a_addr, 16, 1024) : smem_desc(a_addr, 8192, 1024);
 #pragma unroll
             for (int j = 0; j < NB; ++j) {
@@ -186,6 +207,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         prev = stage;
         if (++stage == S) stage = 0, phase ^= 1u;
       }
+      if (kPingPong) named_barrier_arrive(2 - cw, 256);  // the other warpgroup's turn
       wgmma_wait<0>();
 #pragma unroll
       for (int j = 0; j < NB; ++j)
@@ -202,7 +224,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int64_t m = int64_t(tm) * BM + 64 * (cw * MI + mi) + 16 * warp + lane / 4 + 8 * h;
+          const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
           if (m >= args.m) continue;
 #pragma unroll
           for (int i = 0; i < BN / 8; ++i)
@@ -362,9 +384,11 @@ cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspa
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
-  static_assert((Config::BM == 128 || Config::BM == 256) && (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
-                "WgmmaConfig: BM 128 or 256, BN 64, 128 or 256");
-  static_assert(Config::BM / 128 * Config::BN * NB <= 256, "WgmmaConfig: at most 128 accumulators per consumer thread");
+  static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
+                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
+  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * NB <= 128,
+                "WgmmaConfig: at most 128 accumulators per consumer thread");
   static_assert(detail::WgmmaLayout<Config, NB>::kSmemBytes <= 227 * 1024, "WgmmaConfig: stages exceed shared memory");
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
