@@ -375,6 +375,15 @@ constexpr bool kWgmmaBuilt = true;
 constexpr bool kWgmmaBuilt = false;
 #endif
 
+// Which of two Hopper tiles a call should use (the schedule prints both; measured on H200,
+// bench/gemm/NOTES.md): the wide BM x BN one when its tiles fill every SM at least once and K is
+// at least `min_k` (the mainloop dominates), a narrower ping-pong one otherwise (few tiles: more
+// of them; short K: the epilogue is a large share, and ping-pong hides it).
+inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t min_k) {
+  const int64_t tiles = p.batch() * ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn);
+  return p.k >= min_k && tiles >= detail::device_sm_count();
+}
+
 // Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
 // tensor (16-byte aligned base and strides, a unit-stride axis, a batch offset linear in the flat
 // batch index); otherwise variant 1 with `Fallback` (a TileConfig), which itself falls back to

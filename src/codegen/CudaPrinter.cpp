@@ -329,7 +329,10 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   };
   if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
   if (c.wgmma && !c.tf32) {
-    paths.emplace_back(0, dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile) : gemm_wgmma(c.wgmma_tile, c.tile));
+    paths.emplace_back(0, dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
+                               : "(kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
+                                     s(c.wgmma_wide_min_k) + ") ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " +
+                                     gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")");
   } else {
     paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
   }

@@ -37,9 +37,14 @@ struct GemmTemplate {
   GemmTile dual_mid_tile{64, 128, 32, 2, 2, 4};
   GemmTile dual_tile{128, 128, 32, 2, 4, 3};
   // Above mid_max_m on Hopper: `tile` / `dual_tile` become the fallback of these (when `wgmma`).
+  // The wide tile runs when its tiles fill every SM and K >= wgmma_wide_min_k (decided per call,
+  // kiln::gemm::wgmma_prefers_wide), the narrow one otherwise (few tiles, or a short K whose
+  // epilogue a ping-pong schedule hides).
   bool wgmma = true;
   GemmWgmmaTile wgmma_tile{128, 256, 4, false};
-  GemmWgmmaTile wgmma_dual_tile{128, 128, 4, false};
+  GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, true};
+  int64_t wgmma_wide_min_k = 4096;
+  GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
   std::string reason;  // why this path and these knobs; printed above the call
