@@ -383,6 +383,8 @@ def main():
     ap.add_argument("--only", default="linear,mlp,nvfp4,vit,cnn")
     ap.add_argument("--tag", default="")
     ap.add_argument("--profile", action="store_true", help="per-kernel GPU times of each model (kiln, torch.compile)")
+    ap.add_argument("--compile-only", action="store_true", help="export and compile, then stop (a later --reuse-built run times)")
+    ap.add_argument("--reuse-built", action="store_true", help="keep a library already compiled into --work (no compile)")
     args = ap.parse_args()
     global PROFILE
     PROFILE = args.profile
@@ -419,15 +421,20 @@ def main():
         export(cnn, torch.randn(32, 3, 56, 56, device="cuda", dtype=torch.float16), os.path.join(w, "cnn.onnx"),
                {0: "batch"})
         jobs.append(("cnn", os.path.join(w, "cnn.onnx"), []))
+    def built_already(d):
+        return os.path.isdir(d) and any(f.startswith("lib") and f.endswith(".so") for f in os.listdir(d))
+    reused = {name for name, _, _ in jobs if args.reuse_built and built_already(os.path.join(w, name))}
     procs = {name: kiln_compile(args.kiln, path, os.path.join(w, name), args.arch, extra) + (path,)
-             for name, path, extra in jobs}
-    built = {}
+             for name, path, extra in jobs if name not in reused}
+    built = {name: True for name in reused}
     for name, (p, log, path) in procs.items():
         p.wait()
         built[name] = p.returncode == 0
         if not built[name]:
             print("kiln compile failed for %s:\n%s" % (name, open(log).read()[-3000:]), flush=True)
     print("exports + compiles: %.0f s" % (time.time() - t0), flush=True)
+    if args.compile_only:
+        return
 
     device = torch.cuda.get_device_name()
     bandwidth = copy_bandwidth()

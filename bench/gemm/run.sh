@@ -2,8 +2,11 @@
 # Builds the contraction-template harness (one binary per dtype, compiled in parallel), checks
 # every configuration on edge shapes, then checks and times the Linear/MatMul shapes against
 # cuBLAS and the read ceiling, appending everything to one results file.
-#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_WERROR=1,
-#                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings)
+#   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90; 90a builds the Hopper kernel too), GEMM_COMMIT,
+#                                       GEMM_SANITIZE=1, GEMM_WERROR=1, GEMM_TIMEOUT (s per binary, 150),
+#                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings |
+#                                       wg: the Hopper kernel's checks and timings), GEMM_TC_ALL=0 (build only
+#                                       the variant-1 configurations mode wg uses: faster)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../results/gemm_$(date -u +%F).md}
@@ -13,6 +16,7 @@ mkdir -p "$build"
 pids=()
 for bf in 0 1; do
   nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf \
+    $([ "$arch" = 90a ] && echo -DKILN_GEMM_SM90A) -DBENCH_TC_ALL=${GEMM_TC_ALL:-1} \
     "$here/gemm_bench.cu" -o "$build/gemm_bench_$bf" -lcublas &
   pids+=($!)
 done
@@ -24,10 +28,10 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
   echo "- date: $(date -u '+%F %T UTC')"
   echo "- commit: $commit"
-  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas; gemm_bench ${GEMM_MODE:-all})"
+  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas$([ "$arch" = 90a ] && echo ' -DKILN_GEMM_SM90A') -DBENCH_TC_ALL=${GEMM_TC_ALL:-1}; gemm_bench ${GEMM_MODE:-all})"
 } > "$out"
 status=0
-for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done
+for bf in 0 1; do timeout "${GEMM_TIMEOUT:-150}" "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done
 if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
   for tool in memcheck racecheck; do
     echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs)" | tee -a "$out"

@@ -6,6 +6,9 @@
 //
 //   gemv<T, GemvConfig<...>>(problem, epilogue, stream)              small M: streams B once
 //   gemm<T, TileConfig<...>>(problem, epilogue, workspace, bytes, stream)  tensor cores
+//   gemm_wgmma<T, WgmmaConfig<...>, TileConfig<...>>(problem, epilogue, workspace, bytes, stream)
+//                                                 Hopper (sm_90a build, KILN_GEMM_SM90A): wgmma + TMA,
+//                                                 the TileConfig's gemm where it cannot run
 //   simt<T>(problem, epilogue, stream)                               any operand, fp32 FMA
 //
 // The epilogue type says how many B operands it takes: `static constexpr int kNumB` (1 or 2,
@@ -26,6 +29,7 @@
 #include "gemm_problem.cuh"
 #include "gemm_simt.cuh"
 #include "gemm_tensorcore.cuh"
+#include "gemm_wgmma.cuh"
 #include "gemv.cuh"
 
 namespace kiln::gemm {

@@ -40,6 +40,19 @@ void write_support_files(const std::string& dir) {
 
 static std::string quote(const std::string& s) { return "'" + s + "'"; }
 
+std::string cuda_arch_flags(const std::vector<std::string>& archs) {
+  std::string flags;
+  bool sm90a = false;
+  for (const std::string& arch : archs) {
+    std::string n = arch.substr(3);
+    if (n == "90") n = "90a";
+    sm90a = sm90a || n == "90a";
+    flags += " -gencode=arch=compute_" + n + ",code=sm_" + n;
+  }
+  if (sm90a) flags += " -DKILN_GEMM_SM90A";
+  return flags;
+}
+
 std::string build_command(const std::vector<std::string>& sources, const std::string& output,
                           const BuildOptions& options) {
   std::string cmd;
@@ -50,10 +63,7 @@ std::string build_command(const std::vector<std::string>& sources, const std::st
                  "install the CUDA toolkit or set KILN_NVCC, or pass --no-build to only write the sources");
     }
     cmd = quote(nvcc) + " -O3 -std=c++20 -shared -Xcompiler -fPIC -cudart shared --expt-relaxed-constexpr";
-    for (const std::string& arch : options.archs) {
-      const std::string n = arch.substr(3);
-      cmd += " -gencode=arch=compute_" + n + ",code=sm_" + n;
-    }
+    cmd += cuda_arch_flags(options.archs);
   } else {
     const char* cxx = std::getenv("CXX");
     cmd = std::string(cxx ? cxx : "c++") + " -O2 -std=c++20 -shared -fPIC";

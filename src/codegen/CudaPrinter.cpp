@@ -317,8 +317,25 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
     paths.emplace_back(c.gemv_max_m, "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
                                          s(c.gemv_warps) + ">>(problem, epilogue, " + cuda_stream + ")");
   }
+  // The Hopper kernel falls back to the mma.sync tile itself (other devices, builds without
+  // sm_90a, operands TMA cannot read).
+  auto gemm_wgmma = [&](const GemmWgmmaTile& w, const GemmTile& tile) {
+    return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) + ", " + s(w.stages) + ", " +
+           (w.pingpong ? "1" : "0") + ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
+           s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " +
+           (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" + expr(op->split_k.num_elements()) + ") * 4"
+                                  : std::string("nullptr, 0")) +
+           ", " + cuda_stream + ")";
+  };
   if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
-  paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
+  if (c.wgmma && !c.tf32) {
+    paths.emplace_back(0, dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
+                               : "(kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
+                                     s(c.wgmma_wide_min_k) + ") ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " +
+                                     gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")");
+  } else {
+    paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
+  }
   line() << "const cudaError_t launched =\n";
   for (size_t p = 0; p + 1 < paths.size(); ++p) {
     line() << "    problem.m <= " << paths[p].first << " ? " << paths[p].second << " :\n";

@@ -225,11 +225,27 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
     return s(g_tile.bm) + "x" + s(g_tile.bn) + "x" + s(g_tile.bk) + " tiles (" + s(g_tile.warps_m * g_tile.warps_n) +
            " warps, " + s(g_tile.stages) + " stages)";
   };
+  // Above M = 256 on Hopper (H200, bench/gemm/NOTES.md): wgmma + TMA, 0.56-0.91x cuBLAS where
+  // mma.sync reaches 0.25-0.52x: 128x256 cooperative tiles when they fill the GPU and K >= 4096,
+  // else 128x128 ping-pong (816 x 2048 x 16384: 0.87 vs 0.51; K = 2048: 0.63 vs 0.56); dual
+  // products 64x128 ping-pong (0.81x two cuBLAS calls at 816 x 16384 x 2048). float32 (TF32) keeps simt.
+  g.wgmma = !g.tf32;
+  auto wtile = [&](const GemmWgmmaTile& w) {
+    return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + s(w.stages) + " TMA stages, " + (w.pingpong ? "ping-pong" : "cooperative") +
+           " consumer warpgroups)";
+  };
   std::string rule;
   if (g.gemv_max_m) rule += "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) + " warps per block); ";
   if (g.mid_max_m) rule += "M <= " + s(g.mid_max_m) + ": tensor-core GEMM (mma.sync), " + tile(g.mid_tile) + ", split-K; ";
-  rule += (rule.empty() ? "" : "above: ") + std::string("tensor-core GEMM (mma.sync), ") + tile(g.tile) +
-          " (dual products " + tile(g.dual_tile) + ")";
+  if (g.wgmma) {
+    rule += (rule.empty() ? "" : "above: ") + std::string("on sm_90 Hopper GEMM (wgmma + TMA), ") + wtile(g.wgmma_tile) +
+            " when they fill every SM and K >= " + s(g.wgmma_wide_min_k) + ", else " + wtile(g.wgmma_narrow_tile) + " (dual products " +
+            wtile(g.wgmma_dual_tile) + "), elsewhere or for operands TMA cannot read tensor-core GEMM (mma.sync), " + tile(g.tile) +
+            " (dual products " + tile(g.dual_tile) + ")";
+  } else {
+    rule += (rule.empty() ? "" : "above: ") + std::string("tensor-core GEMM (mma.sync), ") + tile(g.tile) +
+            " (dual products " + tile(g.dual_tile) + ")";
+  }
   g.reason = std::string(dtype_name(da)) + (g.tf32 ? " factors in TF32 (allowed by the user)" : " factors") + ": " + rule;
   return g;
 }

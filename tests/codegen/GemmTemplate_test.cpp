@@ -1,7 +1,8 @@
 // Generated code that instantiates the contraction templates (kernels/gemm/) compiles without
-// warnings for sm_80, sm_90 and sm_110, in every configuration the default schedule picks: the
-// small-M kernel, the tensor-core kernel with its mid-M and large-M tiles, one and two B operands,
-// float16 and bfloat16, and float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
+// warnings for sm_80, sm_90 (built as sm_90a) and sm_110, in every configuration the default
+// schedule picks: the small-M kernel, the tensor-core kernel with its mid-M tiles, the Hopper
+// kernel (with its mma.sync fallback) above, one and two B operands, float16 and bfloat16, and
+// float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
 #include <gtest/gtest.h>
 
 
@@ -47,15 +48,30 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
     funcs.push_back(codegen::lower_kernel(kernels.at(0), codegen::Target::Cuda, &schedule).func);
   }
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
-  for (const char* call : {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 16>>",
-                           "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 4>>",
-                           "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
-                           "kiln::gemm::gemm<__nv_bfloat16, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
-                           "static constexpr int kNumB = 2;",
-                           "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>"}) {
+  for (const char* call :
+       {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 16>>", "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 4>>",
+        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
+        "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
+        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 128, 6, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
+        "kiln::gemm::wgmma_prefers_wide(problem, 128, 256, 4096)",
+        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
+        "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
+        "static constexpr int kNumB = 2;", "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
+        "above: on sm_90 Hopper GEMM (wgmma + TMA), 128x256x64 tiles (4 TMA stages, cooperative consumer warpgroups) when they fill "
+        "every SM and K >= 4096, else 128x128x64 tiles (6 TMA stages, ping-pong consumer warpgroups)"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
   test::expect_cuda_compiles_for_every_architecture("gemm_template", source_text);
+}
+
+// kiln builds sm_90 as sm_90a, with the define that lets the host code call the Hopper kernel;
+// other architectures as they are.
+TEST(GemmTemplate, Sm90BuildsAsSm90aWithTheHopperKernel) {
+  EXPECT_EQ(codegen::cuda_arch_flags({"sm_80", "sm_90", "sm_110"}),
+            " -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_110,code=sm_110"
+            " -DKILN_GEMM_SM90A");
+  EXPECT_EQ(codegen::cuda_arch_flags({"sm_90a"}), " -gencode=arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A");
+  EXPECT_EQ(codegen::cuda_arch_flags({"sm_80", "sm_110"}), " -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_110,code=sm_110");
 }
 
 }  // namespace

@@ -22,6 +22,12 @@ struct BuildOptions {
   std::vector<std::string> extra_flags;         // after the defaults ("-O3", "-Xptxas -v"; tune/)
 };
 
+// nvcc's target flags for `archs` ("sm_80", "sm_90", "sm_110", ...): one -gencode each. sm_90 is
+// built as sm_90a (its machine code runs on sm_90 devices only, as sm_90's does) so that the
+// Hopper contraction kernel (kernels/gemm/gemm_wgmma.cuh: wgmma, setmaxnreg) is compiled, and
+// KILN_GEMM_SM90A tells the host code it is there.
+std::string cuda_arch_flags(const std::vector<std::string>& archs);
+
 // The command line that builds `sources` into shared library `output`.
 std::string build_command(const std::vector<std::string>& sources, const std::string& output,
                           const BuildOptions& options);

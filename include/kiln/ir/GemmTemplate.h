@@ -1,7 +1,8 @@
 #pragma once
 // Which contraction template (kernels/gemm/) a TemplateContraction runs, and with which knobs:
 // schedule data (StageSchedule::gemm_template), carried by the IR node to the CUDA printer. The
-// numbers are template arguments of kernels/gemm/kiln_gemm.cuh (GemvConfig, TileConfig).
+// numbers are template arguments of kernels/gemm/kiln_gemm.cuh (GemvConfig, TileConfig,
+// WgmmaConfig).
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,14 @@ struct GemmTile {
   int64_t bm = 128, bn = 128, bk = 64;
   int64_t warps_m = 2, warps_n = 2;
   int64_t stages = 3;
+};
+
+// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong>, TileConfig<...>> (wgmma +
+// TMA; runs on sm_90 devices from sm_90a builds, else the TileConfig's mma.sync kernel).
+struct GemmWgmmaTile {
+  int64_t bm = 128, bn = 256;
+  int64_t stages = 4;
+  bool pingpong = false;
 };
 
 struct GemmTemplate {
@@ -27,6 +36,15 @@ struct GemmTemplate {
   GemmTile tile{256, 128, 64, 4, 2, 3};
   GemmTile dual_mid_tile{64, 128, 32, 2, 2, 4};
   GemmTile dual_tile{128, 128, 32, 2, 4, 3};
+  // Above mid_max_m on Hopper: `tile` / `dual_tile` become the fallback of these (when `wgmma`).
+  // The wide tile runs when its tiles fill every SM and K >= wgmma_wide_min_k (decided per call,
+  // kiln::gemm::wgmma_prefers_wide), the narrow one otherwise (few tiles, or a short K whose
+  // epilogue a ping-pong schedule hides).
+  bool wgmma = true;
+  GemmWgmmaTile wgmma_tile{128, 256, 4, false};
+  GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, true};
+  int64_t wgmma_wide_min_k = 4096;
+  GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
   std::string reason;  // why this path and these knobs; printed above the call

@@ -1,0 +1,460 @@
+#pragma once
+// Tensor-core GEMM, variant 2: Hopper (sm_90a) warpgroup MMA fed by TMA, fp16/bf16 operands,
+// fp32 accumulators. Same contract as variant 1 (gemm_problem.cuh); variant 1 (mma.sync,
+// gemm_tensorcore.cuh) runs whatever this one cannot take.
+//
+// Schedule (WgmmaConfig<BM, BN, STAGES, PINGPONG>): a persistent grid (one CTA per SM) walks the output
+// tiles (BM x BN of one flat batch index, grouped 8 tile-rows at a time so that concurrent CTAs
+// share A and B in L2) and, when split-K is on, the K splits of each tile. A CTA is three
+// warpgroups:
+//   - warpgroup 0, the producer (40 registers, setmaxnreg): one thread issues the TMA loads of
+//     each k-step (BK = 64) into a ring of STAGES shared-memory stages, each stage guarded by a
+//     `full` mbarrier (TMA completes its bytes there) and an `empty` one (the consumers release);
+//   - warpgroups 1 and 2, the consumers (232 registers): each owns BM/2 rows of the tile
+//     (BM/128 wgmma m64 blocks) by BN columns of fp32 accumulators in registers, issues the
+//     wgmmas of a stage straight from shared-memory descriptors, keeps one stage's wgmmas in
+//     flight (wait_group 1) and releases the stage before it; then runs the epilogue functor on
+//     its accumulators while the producer already loads the next tile.
+//   Ping-pong (PINGPONG = 1): each consumer warpgroup owns whole tiles, every other one of the
+//     CTA's sequence; the ring hands out stages in tile order, so one warpgroup's mainloop runs
+//     while the other one's epilogue does (what hides the epilogue when K is short).
+// Operand tiles land 128-byte swizzled, the layout wgmma reads without bank conflicts: a K-major
+// operand (k contiguous) as one box of 64 k x rows; an M/N-major one (the [K, N] weights a
+// PyTorch MatMul exports, or A given as [K, M]) as boxes of 64 m/n x 64 k, read through the
+// descriptor's transpose bit. TMA zero-fills what lies past M, N or K, so edge tiles need no
+// branch but the epilogue's bounds check. Tensor maps are 3-D (contiguous axis, strided axis,
+// flat batch), built on the host per call (and cached): the batch offset must be linear in the
+// flat batch index (or 0: a broadcast operand), every stride 16-byte aligned.
+//
+// Split-K (batch 1, workspace given, fewer tiles than SMs): as in variant 1, fp32 slices in the
+// workspace and the reduction kernel that runs the epilogue.
+//
+// Dual products (Epilogue::kNumB == 2) load both B tiles per stage and share A; accumulators
+// double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstring>
+
+#include "gemm_ptx.cuh"
+#include "gemm_sm90_ptx.cuh"
+#include "gemm_tensorcore.cuh"
+
+namespace kiln::gemm {
+
+// Hopper tile configuration (schedule data, like TileConfig): BM x BN output tiles, k-steps of
+// 64, STAGES shared-memory stages. PINGPONG = 0 (cooperative): both consumer warpgroups share a
+// tile, BM/2 rows each (BM 128 or 256). PINGPONG = 1: each consumer warpgroup takes every other
+// tile of the CTA whole (BM 64 or 128), so one's epilogue overlaps the other's mainloop.
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0>
+struct WgmmaConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
+  static constexpr bool kPingPong = PINGPONG_ != 0;
+  static constexpr int kConsumers = 2;
+  static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+};
+
+}  // namespace kiln::gemm
+
+namespace kiln::gemm::detail {
+
+// What the kernel needs besides the tensor maps (all per call).
+struct WgmmaArgs {
+  int64_t m = 0, n = 0;
+  int tiles_m = 0, tiles_n = 0;
+  int k_steps = 0, splits = 1, k_steps_per_split = 0;
+  int a_batched = 0, b_batched = 0;  // the operand's tensor map has a batch axis (else broadcast)
+  int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
+  float* partial = nullptr;          // split-K slices (splits > 1)
+};
+
+template <typename Config, int kNumB>
+struct WgmmaLayout {
+  static constexpr uint32_t kABytes = Config::BM * Config::BK * 2, kBBytes = Config::BN * Config::BK * 2;
+  static constexpr uint32_t kStageBytes = kABytes + kNumB * kBBytes;
+  // Stages, then a full and an empty barrier per stage; 1024 bytes of slack to align the base.
+  static constexpr size_t kSmemBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
+};
+
+constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
+
+template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b0,
+                      const __grid_constant__ CUtensorMap tma_b1, const WgmmaArgs args, const Epilogue epilogue) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace kiln::gemm::sm90;
+  constexpr int NB = Epilogue::kNumB;
+  constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
+  constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
+  constexpr bool kPingPong = Config::kPingPong;
+  using L = WgmmaLayout<Config, NB>;
+  extern __shared__ __align__(1024) unsigned char wgmma_smem[];
+  const uint32_t base = (smem_addr(wgmma_smem) + 1023u) & ~1023u;
+  const uint32_t bars = base + S * L::kStageBytes;
+  auto full = [&](int s) { return bars + 8u * uint32_t(s); };
+  auto empty = [&](int s) { return bars + 8u * uint32_t(S + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), Config::kConsumersPerTile);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // Work unit u -> (batch, tile row, tile column, split).
+  const int64_t per_batch = int64_t(args.tiles_m) * args.tiles_n;
+  auto decode = [&](int64_t u, int& b, int& tm, int& tn, int& split) {
+    split = int(u % args.splits);
+    u /= args.splits;
+    b = int(u / per_batch);
+    const int64_t r = u % per_batch, group = int64_t(kWgmmaGroupRows) * args.tiles_n;
+    const int first = int(r / group) * kWgmmaGroupRows;
+    const int rows = args.tiles_m - first < kWgmmaGroupRows ? args.tiles_m - first : kWgmmaGroupRows;
+    const int64_t in = r % group;
+    tm = first + int(in % rows);
+    tn = int(in / rows);
+  };
+  auto k_range = [&](int split, int& ks0, int& ks1) {
+    ks0 = split * args.k_steps_per_split;
+    ks1 = ks0 + args.k_steps_per_split < args.k_steps ? ks0 + args.k_steps_per_split : args.k_steps;
+  };
+
+  const int wg = int(threadIdx.x) / 128;
+  if (wg == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
+        int b, tm, tn, split, ks0, ks1;
+        decode(u, b, tm, tn, split);
+        k_range(split, ks0, ks1);
+        const int ba = args.a_batched ? b : 0, bb = args.b_batched ? b : 0;
+        for (int ks = ks0; ks < ks1; ++ks) {
+          mbar_wait(empty(stage), phase ^ 1u);
+          mbar_expect_tx(full(stage), L::kStageBytes);
+          const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
+          const int kc = ks * BK;
+          if constexpr (kAk) {
+            tma_load_3d(st, &tma_a, full(stage), kc, tm * BM, ba);
+          } else {
+#pragma unroll
+            for (int c = 0; c < BM / 64; ++c) tma_load_3d(st + 8192u * c, &tma_a, full(stage), tm * BM + 64 * c, kc, ba);
+          }
+#pragma unroll
+          for (int j = 0; j < NB; ++j) {
+            const void* map = j == 0 ? &tma_b0 : &tma_b1;
+            const uint32_t dst = st + L::kABytes + uint32_t(j) * L::kBBytes;
+            if constexpr (kBk) {
+              tma_load_3d(dst, map, full(stage), kc, tn * BN, bb);
+            } else {
+#pragma unroll
+              for (int c = 0; c < BN / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * BN + 64 * c, kc, bb);
+            }
+          }
+          if (++stage == S) stage = 0, phase ^= 1u;
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
+    const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc[NB][MI][BN / 2];
+    int64_t local = 0;  // the CTA's units in order; ping-pong: warpgroup cw takes those with local % 2 == cw
+    for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x, ++local) {
+      int b, tm, tn, split, ks0, ks1;
+      decode(u, b, tm, tn, split);
+      k_range(split, ks0, ks1);
+      if (kPingPong && local % 2 != cw) {  // the other warpgroup's unit: skip its stages in the ring
+        const int skip = ks1 - ks0;
+        stage += skip % S;
+        phase ^= uint32_t((skip / S) & 1);
+        if (stage >= S) stage -= S, phase ^= 1u;
+        continue;
+      }
+      // Ping-pong order: this warpgroup's mainloop starts once the other one has waited on every
+      // stage of its previous unit. (An mbarrier parity wait can tell only the current phase from
+      // the one before, so no warpgroup may wait on a stage two phases ahead.)
+      if (kPingPong && local > 0) named_barrier_sync(1 + cw, 256);
+      int prev = -1;
+      for (int ks = ks0; ks < ks1; ++ks) {
+        mbar_wait(full(stage), phase);
+        const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) {
+            const uint32_t a_addr = st + 8192u * uint32_t(row0 + mi) + (kAk ? 32u : 2048u) * kk;
+            const uint64_t da = kAk ? smem_desc(a_addr, 16, 1024) : smem_desc(a_addr, 8192, 1024);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) {
+              const uint32_t b_addr = st + L::kABytes + uint32_t(j) * L::kBBytes + (kBk ? 32u : 2048u) * kk;
+              const uint64_t db = kBk ? smem_desc(b_addr, 16, 1024) : smem_desc(b_addr, 8192, 1024);
+              wgmma<BN, kAk ? 0 : 1, kBk ? 0 : 1, T>(acc[j][mi], da, db, (ks > ks0 || kk > 0) ? 1 : 0);
+            }
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
+        if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
+        prev = stage;
+        if (++stage == S) stage = 0, phase ^= 1u;
+      }
+      if (kPingPong) named_barrier_arrive(2 - cw, 256);  // the other warpgroup's turn
+      wgmma_wait<0>();
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) fence_operand(acc[j][mi][e]);
+      if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
+
+      // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of
+      // a thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2.
+      const int64_t slice = args.m * args.n;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
+          if (m >= args.m) continue;
+#pragma unroll
+          for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int64_t n = int64_t(tn) * BN + 8 * i + 2 * (lane % 4) + c;
+              if (n >= args.n) continue;
+              const int e = 4 * i + 2 * h + c;
+              if (args.splits > 1) {
+#pragma unroll
+                for (int j = 0; j < NB; ++j) __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, acc[j][mi][e]);
+              } else if constexpr (NB == 2) {
+                epilogue(b, m, n, acc[0][mi][e], acc[1][mi][e]);
+              } else {
+                epilogue(b, m, n, acc[0][mi][e]);
+              }
+            }
+        }
+    }
+  }
+#endif
+}
+
+// ---- host side: tensor maps ----
+
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// One operand as a 3-D tiled tensor map: (contiguous axis, strided axis, flat batch).
+struct TensorMapKey {
+  const void* data;
+  uint64_t dims[3];
+  uint64_t strides[2];  // bytes, axes 1 and 2
+  uint32_t box[2];
+  int bf16;
+  bool operator==(const TensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+};
+
+// Encodes the map, reusing one of the last few this thread encoded (generated code calls the
+// same shapes on the same buffers every inference). Returns false where the driver refuses it.
+inline bool encode_tensor_map(const TensorMapKey& key, CUtensorMap& out) {
+  constexpr int kSlots = 16;
+  thread_local TensorMapKey keys[kSlots];
+  thread_local CUtensorMap maps[kSlots];
+  thread_local int used = 0, next = 0;
+  for (int i = 0; i < used; ++i)
+    if (keys[i] == key) {
+      out = maps[i];
+      return true;
+    }
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (!encode) return false;
+  const cuuint32_t box[3] = {key.box[0], key.box[1], 1}, elem[3] = {1, 1, 1};
+  const CUresult r = encode(&out, key.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+                            const_cast<void*>(key.data), key.dims, key.strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  keys[next] = key;
+  maps[next] = out;
+  next = (next + 1) % kSlots;
+  if (used < kSlots) ++used;
+  return true;
+}
+
+// The element stride between consecutive flat batch indices of `op`, if its batch offset is
+// linear in the flat index (0: broadcast along every batch axis); -1 if it is not.
+inline int64_t flat_batch_stride(const Problem& p, const Operand& op) {
+  int64_t inner = 0, extent_below = 1;
+  bool found = false;
+  for (int d = p.batch_rank - 1; d >= 0; --d) {
+    if (p.batch_extent[d] == 1) continue;
+    if (!found) {
+      inner = op.batch_stride[d], found = true;
+    } else if (op.batch_stride[d] != inner * extent_below) {
+      return -1;
+    }
+    extent_below *= p.batch_extent[d];
+  }
+  return inner;
+}
+
+// Builds the tensor map of an operand read with `k_major` tiles: a box of 64 k x `rows` rows, or
+// of 64 m/n x 64 k. `mn` is the operand's m or n extent.
+inline bool operand_tensor_map(const Problem& p, const Operand& op, int64_t mn, bool k_major, int rows, bool bf16, int64_t batch,
+                               bool& batched, CUtensorMap& out) {
+  constexpr int64_t kEl = 2;
+  if (reinterpret_cast<uintptr_t>(op.data) % 16 != 0) return false;
+  const int64_t inner = k_major ? p.k : mn, outer = k_major ? mn : p.k;
+  int64_t outer_stride = k_major ? op.stride_mn : op.stride_k;
+  if ((k_major ? op.stride_k : op.stride_mn) != 1) return false;
+  if (outer == 1) outer_stride = (inner + 7) / 8 * 8;  // a single row: its stride is never used
+  if (outer_stride < inner || (outer_stride * kEl) % 16 != 0) return false;
+  const int64_t bstride = flat_batch_stride(p, op);
+  if (bstride < 0 || (bstride * kEl) % 16 != 0) return false;
+  batched = batch > 1 && bstride != 0;
+  TensorMapKey key{};
+  key.data = op.data;
+  key.dims[0] = uint64_t(inner), key.dims[1] = uint64_t(outer), key.dims[2] = uint64_t(batched ? batch : 1);
+  key.strides[0] = uint64_t(outer_stride * kEl);
+  key.strides[1] = uint64_t(batched ? bstride * kEl : outer_stride * kEl * outer);
+  if (key.strides[0] >= (uint64_t(1) << 40) || key.strides[1] >= (uint64_t(1) << 40)) return false;
+  key.box[0] = 64, key.box[1] = uint32_t(k_major ? rows : 64);
+  key.bf16 = bf16;
+  return encode_tensor_map(key, out);
+}
+
+inline int device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return 0;
+  return major == 9 && minor == 0;
+}
+
+// Launches of the Hopper kernel by this thread (lets a harness tell it from the fallback).
+inline thread_local int64_t wgmma_launches = 0;
+
+template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
+cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUtensorMap& b1, const WgmmaArgs& args, int grid,
+                         const Epilogue& epilogue, cudaStream_t stream) {
+  using L = WgmmaLayout<Config, Epilogue::kNumB>;
+  auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, kAk, kBk>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(a, b0, b1, args, epilogue);
+  ++wgmma_launches;
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::gemm::detail
+
+namespace kiln::gemm {
+
+// Whether this translation unit was built with the Hopper kernel (sm_90a device code and
+// KILN_GEMM_SM90A defined for the host pass; kiln's build does both for target sm_90).
+#if defined(KILN_GEMM_SM90A)
+constexpr bool kWgmmaBuilt = true;
+#else
+constexpr bool kWgmmaBuilt = false;
+#endif
+
+// Which of two Hopper tiles a call should use (the schedule prints both; measured on H200,
+// bench/gemm/NOTES.md): the wide BM x BN one when its tiles fill every SM at least once and K is
+// at least `min_k` (the mainloop dominates), a narrower ping-pong one otherwise (few tiles: more
+// of them; short K: the epilogue is a large share, and ping-pong hides it).
+inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t min_k) {
+  const int64_t tiles = p.batch() * ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn);
+  return p.k >= min_k && tiles >= detail::device_sm_count();
+}
+
+// Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
+// tensor (16-byte aligned base and strides, a unit-stride axis, a batch offset linear in the flat
+// batch index); otherwise variant 1 with `Fallback` (a TileConfig), which itself falls back to
+// simt. Returns the launch's cudaError_t.
+template <typename T, typename Config, typename Fallback, typename Epilogue>
+cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+  static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
+  constexpr int NB = Epilogue::kNumB;
+  static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
+  static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
+                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
+  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * NB <= 128,
+                "WgmmaConfig: at most 128 accumulators per consumer thread");
+  static_assert(detail::WgmmaLayout<Config, NB>::kSmemBytes <= 227 * 1024, "WgmmaConfig: stages exceed shared memory");
+  if constexpr (kWgmmaBuilt) {
+    static const int sm90 = detail::device_is_sm90();
+    const int64_t batch = p.batch();
+    if (sm90 && p.m > 0 && p.n > 0 && p.k > 0 && batch > 0 && batch < (int64_t(1) << 31) && p.num_b == NB) {
+      const bool bf16 = std::is_same<T, __nv_bfloat16>::value;
+      const bool a_k = p.a.stride_k == 1 && (p.m == 1 || p.a.stride_mn != 1);
+      bool b_k = p.b[0].stride_k == 1 && (p.n == 1 || p.b[0].stride_mn != 1);
+      CUtensorMap ma, mb[2];
+      bool a_batched = false, b_batched[2] = {false, false};
+      bool ok = detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
+      for (int j = 0; j < NB && ok; ++j) {
+        ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, Config::BN, bf16, batch, b_batched[j], mb[j]);
+        if (j == 1 && (b_batched[1] != b_batched[0] || (p.b[1].stride_k == 1) != (p.b[0].stride_k == 1))) ok = false;
+      }
+      const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, tiles_n = (p.n + Config::BN - 1) / Config::BN;
+      const int64_t k_steps = (p.k + Config::BK - 1) / Config::BK;
+      if (ok && tiles_m * Config::BM < (int64_t(1) << 31) && tiles_n * Config::BN < (int64_t(1) << 31) && p.k < (int64_t(1) << 31)) {
+        detail::WgmmaArgs args;
+        args.m = p.m, args.n = p.n;
+        args.tiles_m = int(tiles_m), args.tiles_n = int(tiles_n), args.k_steps = int(k_steps);
+        args.a_batched = a_batched, args.b_batched = b_batched[0];
+        const int64_t sms = detail::device_sm_count(), tiles = tiles_m * tiles_n;
+        int64_t splits = 1;
+        const int64_t slice_bytes = int64_t(NB) * p.m * p.n * 4;
+        if (batch == 1 && workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0 && workspace_bytes >= 2 * slice_bytes &&
+            tiles < sms) {
+          splits = sms / tiles;
+          if (splits > 8) splits = 8;
+          if (splits > k_steps / 4) splits = k_steps / 4;
+          if (splits > workspace_bytes / slice_bytes) splits = workspace_bytes / slice_bytes;
+          if (splits < 1) splits = 1;
+        }
+        const int64_t per_split = (k_steps + splits - 1) / splits;
+        splits = (k_steps + per_split - 1) / per_split;
+        args.splits = int(splits), args.k_steps_per_split = int(per_split);
+        args.partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
+        args.units = batch * tiles * splits;
+        const int grid = int(args.units < sms ? args.units : sms);
+        const CUtensorMap& mb1 = NB == 2 ? mb[1] : mb[0];
+        cudaError_t e;
+        if (a_k) {
+          e = b_k ? detail::launch_wgmma<T, Config, Epilogue, true, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
+                  : detail::launch_wgmma<T, Config, Epilogue, true, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
+        } else {
+          e = b_k ? detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
+                  : detail::launch_wgmma<T, Config, Epilogue, false, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
+        }
+        if (e != cudaSuccess || splits == 1) return e;
+        const int64_t blocks = (p.m * p.n + 255) / 256;
+        detail::splitk_epilogue_kernel<Epilogue>
+            <<<unsigned(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(args.partial, p.m, p.n, int(splits), epilogue);
+        return cudaGetLastError();
+      }
+    }
+  }
+  return gemm_tensorcore<T, Fallback>(p, epilogue, workspace, workspace_bytes, stream);
+}
+
+}  // namespace kiln::gemm
