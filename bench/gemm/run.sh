@@ -3,7 +3,8 @@
 # every configuration on edge shapes, then checks and times the Linear/MatMul shapes against
 # cuBLAS and the read ceiling, appending everything to one results file.
 #   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90), GEMM_COMMIT, GEMM_SANITIZE=1, GEMM_WERROR=1,
-#                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings)
+#                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings |
+#                                       gemv: builds and runs only the small-M checks and timings)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../results/gemm_$(date -u +%F).md}
@@ -11,8 +12,10 @@ arch=${GEMM_ARCH:-90}
 build=${GEMM_BUILD:-/tmp/gemm_bench_build}
 mkdir -p "$build"
 pids=()
+gemv_only=0
+[ "${GEMM_MODE:-all}" = gemv ] && gemv_only=1
 for bf in 0 1; do
-  nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf \
+  nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf -DBENCH_GEMV_ONLY=$gemv_only \
     "$here/gemm_bench.cu" -o "$build/gemm_bench_$bf" -lcublas &
   pids+=($!)
 done
@@ -24,7 +27,7 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
   echo "- date: $(date -u '+%F %T UTC')"
   echo "- commit: $commit"
-  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas; gemm_bench ${GEMM_MODE:-all})"
+  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 -DBENCH_GEMV_ONLY=$gemv_only gemm_bench.cu -lcublas; gemm_bench ${GEMM_MODE:-all})"
 } > "$out"
 status=0
 for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done

@@ -11,6 +11,13 @@
 // before it multiplies. A rows are read through L1 (every CTA reads all of A; it stays in L2).
 // The host loops over chunks of MAX_M rows of A (each chunk streams B again).
 //
+// Split K across CTAs (variant 2, sm_90+): when the strips (x batch) fill less than half of one
+// wave (SMs x resident CTAs), `splits` CTAs (2, 4 or 8, a thread-block cluster) share a strip,
+// their WARPS x splits warps interleaving the k-steps; each CTA reduces its warps in shared
+// memory, then the cluster adds the CTAs' partials in rank order through distributed shared
+// memory (deterministic, no workspace, no atomics) and each CTA runs the epilogue for 1/splits
+// of the strip. So N = 2048 with B [K, N] (64 strips of 32 columns) still loads every SM.
+//
 // k contiguous (B as [N, K], nn.Linear / Gemm transB): lane (g, t) loads 16 bytes of rows g and
 // g + 8 at k = 8t..8t+7 of a 32-wide k-step; the k order inside a step is permuted the same way
 // for both operands (mma pairs (2t, 2t+1) and (2t+8, 2t+9) read physical k 8t+4h..8t+4h+3 for
@@ -20,12 +27,14 @@
 // of a 16-wide k-step at n = 8t..8t+7; movmatrix.trans turns each 32-bit word r (n pair
 // 8t+2r, +1 at k g) into mma fragments (k pair 2t, 2t+1 at n = 8(g/2) + 2r + g%2), so the
 // output column of fragment row g in tile r is that permuted n.
+#include <cooperative_groups.h>
+
+#include <atomic>
+
 #include "gemm_ptx.cuh"
 #include "gemm_simt.cuh"
 
 namespace kiln::gemm::detail {
-
-constexpr int kGemvUnroll = 4;
 
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   uint32_t y;
@@ -34,10 +43,16 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 }
 
 // 8 elements from p, of which the first `valid` (clamped to 0..8) are read and the rest zero.
-template <typename T, bool kStream>
+template <typename T, bool kStream, bool kPrefetch>
 __device__ __forceinline__ uint4 load8(const T* p, int64_t valid) {
   if (valid >= 8) {
-    if constexpr (kStream) {
+    if constexpr (kStream && kPrefetch) {
+      uint4 v;
+      asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "l"(p));
+      return v;
+    } else if constexpr (kStream) {
       return load_stream16(p);
     } else {
       return __ldg(reinterpret_cast<const uint4*>(p));
@@ -61,10 +76,18 @@ __device__ __forceinline__ uint32_t load2(const void* p, int64_t valid) {
   return valid == 1 ? uint32_t(q[0]) : 0u;
 }
 
+// Floats of shared memory gemv_reduce needs for kVals values per lane.
+template <int WARPS, int kVals, int NB>
+__host__ __device__ constexpr int gemv_red_floats() {
+  return (WARPS > NB ? WARPS : NB) * kVals * 32;
+}
+
 // The CTA's warps add their accumulators (kVals per lane per B, one B at a time through `red`,
-// WARPS x kVals x 32 floats) and call the epilogue; `map` gives (lane, value)'s output m and n.
+// gemv_red_floats() floats) and call the epilogue; `map` gives (lane, value)'s output m and n.
+// With splits > 1 the CTA is one of a cluster of `splits` that share the outputs: its sums go to
+// `red` and the cluster adds them (gemv_cluster_reduce).
 template <int WARPS, int kVals, int NB, typename Epilogue, typename Map>
-__device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red, int64_t b, const Epilogue& epilogue, Map map) {
+__device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red, int splits, int64_t b, const Epilogue& epilogue, Map map) {
   constexpr int kPer = (kVals + WARPS - 1) / WARPS;  // values per thread after the reduction
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   float s[NB][kPer];
@@ -82,6 +105,41 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red,
         for (int w = 0; w < WARPS; ++w) s[j][it] += red[(w * kVals + v) * 32 + lane];
     }
   }
+  if (splits > 1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    __syncthreads();  // every thread has read `red`
+#pragma unroll
+    for (int it = 0; it < kPer; ++it) {
+      const int v = warp + it * WARPS;
+      if (v < kVals)
+#pragma unroll
+        for (int j = 0; j < NB; ++j) red[(j * kVals + v) * 32 + lane] = s[j][it];
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every CTA's partials are in its shared memory
+    const int rank = int(cluster.block_rank());
+    for (int i = rank + splits * int(threadIdx.x); i < kVals * 32; i += splits * int(blockDim.x)) {
+      int64_t m, n;
+      if (!map(i % 32, i / 32, m, n)) continue;
+      float t[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) t[j] = 0.0f;
+      for (int q = 0; q < splits; ++q) {  // rank order: the sum does not depend on timing
+        const float* r = cluster.map_shared_rank(red, q);
+#pragma unroll
+        for (int j = 0; j < NB; ++j) t[j] += r[j * kVals * 32 + i];
+      }
+      if constexpr (NB == 2) {
+        epilogue(b, m, n, t[0], t[1]);
+      } else {
+        epilogue(b, m, n, t[0]);
+      }
+    }
+    cluster.sync();  // no CTA leaves while another reads its shared memory
+#endif
+    return;
+  }
 #pragma unroll
   for (int it = 0; it < kPer; ++it) {
     const int v = warp + it * WARPS;
@@ -96,14 +154,15 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red,
 }
 
 // B with k contiguous. CTA: 16 output columns; k-step: 32.
-template <typename T, int MAX_M, int WARPS, typename Epilogue>
-__global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin) {
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+__global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
-  __shared__ float red[WARPS * JT * 4 * 32];
+  __shared__ float red[gemv_red_floats<WARPS, JT * 4, NB>()];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y;
-  const int64_t n0 = int64_t(blockIdx.x) * 16;
+  const int64_t n0 = int64_t(blockIdx.x / unsigned(splits)) * 16;
+  const int64_t warps = int64_t(WARPS) * splits, first = int64_t(blockIdx.x % unsigned(splits)) * WARPS + warp;
   const int64_t rows = p.m - m_begin < MAX_M ? p.m - m_begin : MAX_M;
   const int jt = int((rows + 7) / 8);
 
@@ -132,23 +191,23 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
     for (int v = 0; v < JT * 4; ++v) acc[j][v] = 0.0f;
 
   const int64_t steps = (p.k + 31) / 32;
-  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(WARPS) * kGemvUnroll) {
-    // All loads of kGemvUnroll steps (B and the A rows) first, then the mmas.
-    uint4 w[kGemvUnroll][NB][2], xs[kGemvUnroll][JT];
-    int64_t valid[kGemvUnroll];
+  for (int64_t s0 = first; s0 < steps; s0 += warps * UNROLL) {
+    // All loads of UNROLL steps (B and the A rows) first, then the mmas.
+    uint4 w[UNROLL][NB][2], xs[UNROLL][JT];
+    int64_t valid[UNROLL];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int64_t k = (s0 + int64_t(u) * WARPS) * 32 + 8 * t;
+    for (int u = 0; u < UNROLL; ++u) {
+      const int64_t k = (s0 + u * warps) * 32 + 8 * t;
       valid[u] = p.k - k;
 #pragma unroll
       for (int j = 0; j < NB; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) w[u][j][h] = load8<T, true>(w_row[j][h] + k, valid[u]);
+        for (int h = 0; h < 2; ++h) w[u][j][h] = load8<T, true, PREFETCH>(w_row[j][h] + k, valid[u]);
 #pragma unroll
-      for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false>(x_row[jj] + k, jj < jt ? valid[u] : 0);
+      for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false, false>(x_row[jj] + k, jj < jt ? valid[u] : 0);
     }
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       if (valid[u] <= -8 * t) break;  // this step is past K for the whole warp
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) {
@@ -169,7 +228,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
   }
 
   // acc[j][4 jj + e]: e = 0, 1: column n0 + g, rows 8jj + 2t, +1; e = 2, 3: column n0 + g + 8.
-  gemv_reduce<WARPS, JT * 4, NB>(acc, red, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
+  gemv_reduce<WARPS, JT * 4, NB>(acc, red, splits, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
     const int lg = l / 4, lt = l % 4, jj = v / 4, e = v % 4;
     const int64_t row = 8 * jj + 2 * lt + (e % 2);
     m = m_begin + row;
@@ -179,14 +238,15 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
 }
 
 // B with n contiguous. CTA: 32 output columns; k-step: 16.
-template <typename T, int MAX_M, int WARPS, typename Epilogue>
-__global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin) {
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+__global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
-  __shared__ float red[WARPS * 2 * JT * 4 * 32];
+  __shared__ float red[gemv_red_floats<WARPS, 2 * JT * 4, NB>()];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y;
-  const int64_t n0 = int64_t(blockIdx.x) * 32;
+  const int64_t n0 = int64_t(blockIdx.x / unsigned(splits)) * 32;
+  const int64_t warps = int64_t(WARPS) * splits, first = int64_t(blockIdx.x % unsigned(splits)) * WARPS + warp;
   const int64_t rows = p.m - m_begin < MAX_M ? p.m - m_begin : MAX_M;
   const int jt = int((rows + 7) / 8);
 
@@ -210,23 +270,23 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
     for (int v = 0; v < 2 * JT * 4; ++v) acc[j][v] = 0.0f;
 
   const int64_t steps = (p.k + 15) / 16;
-  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(WARPS) * kGemvUnroll) {
-    uint4 w[kGemvUnroll][NB][2];
+  for (int64_t s0 = first; s0 < steps; s0 += warps * UNROLL) {
+    uint4 w[UNROLL][NB][2];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int64_t k = (s0 + int64_t(u) * WARPS) * 16 + g;
+    for (int u = 0; u < UNROLL; ++u) {
+      const int64_t k = (s0 + u * warps) * 16 + g;
 #pragma unroll
       for (int j = 0; j < NB; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t kr = k + 8 * h;
-          w[u][j][h] = load8<T, true>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
+          w[u][j][h] = load8<T, true, PREFETCH>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
         }
     }
-    uint32_t xs[kGemvUnroll][JT][2];
+    uint32_t xs[UNROLL][JT][2];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int64_t k0 = (s0 + int64_t(u) * WARPS) * 16;
+    for (int u = 0; u < UNROLL; ++u) {
+      const int64_t k0 = (s0 + u * warps) * 16;
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) {
         xs[u][jj][0] = load2(x_row[jj] + k0 + 2 * t, jj < jt ? p.k - (k0 + 2 * t) : 0);
@@ -234,8 +294,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
       }
     }
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int64_t k0 = (s0 + int64_t(u) * WARPS) * 16;
+    for (int u = 0; u < UNROLL; ++u) {
+      const int64_t k0 = (s0 + u * warps) * 16;
       if (k0 >= p.k) break;
       const uint32_t(&x)[JT][2] = xs[u];
 #pragma unroll
@@ -267,7 +327,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
 
   // Tile q, fragment row g -> word 2q (rows 0-7) or 2q + 1 (rows 8-15) of the lanes that loaded
   // n = 8(g/2) + 2 word + g%2.
-  gemv_reduce<WARPS, 2 * JT * 4, NB>(acc, red, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
+  gemv_reduce<WARPS, 2 * JT * 4, NB>(acc, red, splits, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
     const int lg = l / 4, lt = l % 4, q = v / (JT * 4), jj = (v / 4) % JT, e = v % 4;
     const int word = 2 * q + e / 2;
     const int64_t row = 8 * jj + 2 * lt + (e % 2);
@@ -275,6 +335,52 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
     n = n0 + 8 * (lg / 2) + 2 * word + lg % 2;
     return row < rows && n < p.n;
   });
+}
+
+// The device's SM count and compute capability (major), looked up once per device.
+inline void gemv_device(int& sms, int& major) {
+  static std::atomic<int> cache[64][2];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) dev = 0;
+  if (dev < 64 && cache[dev][0].load(std::memory_order_relaxed) > 0) {
+    sms = cache[dev][0].load(std::memory_order_relaxed);
+    major = cache[dev][1].load(std::memory_order_relaxed);
+    return;
+  }
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 1;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) major = 0;
+  if (dev < 64) {
+    cache[dev][1].store(major, std::memory_order_relaxed);
+    cache[dev][0].store(sms, std::memory_order_relaxed);
+  }
+}
+
+// CTAs of one gemv kernel instantiation resident per SM, looked up once.
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS>
+int gemv_resident() {
+  static std::atomic<int> resident{0};
+  int per_sm = resident.load(std::memory_order_relaxed);
+  if (per_sm > 0) return per_sm;
+  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue> : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0) != cudaSuccess || per_sm <= 0) {
+    (void)cudaGetLastError();
+    per_sm = 1;
+  }
+  resident.store(per_sm, std::memory_order_relaxed);
+  return per_sm;
+}
+
+// How many CTAs (a cluster) share one strip of outputs: doubled (up to max_splits) while the
+// CTAs still fill at most one wave and every warp keeps at least one full round of `unroll`
+// k-steps. Clusters need sm_90; older devices get 1.
+inline int gemv_splits(int per_sm, int warps, int unroll, int max_splits, int64_t units, int64_t steps) {
+  int sms = 1, major = 0;
+  gemv_device(sms, major);
+  if (major < 9) return 1;
+  const int64_t wave = int64_t(sms) * per_sm;
+  int splits = 1;
+  while (splits < max_splits && units * splits * 2 <= wave && steps >= int64_t(splits) * 2 * warps * unroll) splits *= 2;
+  return splits;
 }
 
 }  // namespace kiln::gemm::detail
@@ -288,6 +394,9 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemv<T>: T is __half or __nv_bfloat16");
   static_assert(Config::MAX_M >= 1 && Config::WARPS >= 1 && Config::WARPS <= 16 && Config::MAX_M <= 16,
                 "GemvConfig: MAX_M 1..16, 1..16 warps");
+  static_assert(Config::MAX_SPLITS == 1 || Config::MAX_SPLITS == 2 || Config::MAX_SPLITS == 4 || Config::MAX_SPLITS == 8,
+                "GemvConfig: MAX_SPLITS 1, 2, 4 or 8 (a portable cluster)");
+  static_assert(Config::UNROLL >= 1 && Config::UNROLL <= 8, "GemvConfig: UNROLL 1..8");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   const int64_t batch = p.batch();
@@ -298,14 +407,39 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   const int64_t blocks = (p.n + cols - 1) / cols;
   if (p.k <= 0 || p.num_b != NB || detail::vector_axis(p, p.a, p.m) != 1 || b_axis < 0 || batch > 65535 || blocks > 2147483647)
     return simt<T>(p, epilogue, stream);
-  const dim3 grid{unsigned(blocks), unsigned(batch), 1u};
-  for (int64_t m = 0; m < p.m; m += Config::MAX_M) {
-    if (b_axis == 1) {
-      detail::gemv_k_kernel<T, Config::MAX_M, Config::WARPS, Epilogue><<<grid, Config::WARPS * 32, 0, stream>>>(p, epilogue, m);
+  constexpr int W = Config::WARPS, U = Config::UNROLL, M16 = Config::MAX_M, M8 = M16 < 8 ? M16 : 8;
+  constexpr bool PF = Config::PREFETCH != 0;
+  // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
+  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue>;
+  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue>;
+  const int64_t steps = b_axis == 1 ? (p.k + 31) / 32 : (p.k + 15) / 16;
+  for (int64_t m = 0; m < p.m; m += M16) {
+    const bool small = p.m - m <= M8;
+    auto kernel = small ? kernel8 : kernel16;
+    const int per_sm = b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>()
+                                            : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>())
+                                   : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>()
+                                            : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>());
+    const int splits = detail::gemv_splits(per_sm, W, U, Config::MAX_SPLITS, blocks * batch, steps);
+    const dim3 grid{unsigned(blocks * splits), unsigned(batch), 1u};
+    cudaError_t e;
+    if (splits == 1) {
+      kernel<<<grid, W * 32, 0, stream>>>(p, epilogue, m, 1);
+      e = cudaGetLastError();
     } else {
-      detail::gemv_n_kernel<T, Config::MAX_M, Config::WARPS, Epilogue><<<grid, Config::WARPS * 32, 0, stream>>>(p, epilogue, m);
+      cudaLaunchConfig_t config = {};
+      config.gridDim = grid;
+      config.blockDim = dim3(W * 32, 1, 1);
+      config.stream = stream;
+      cudaLaunchAttribute cluster[1];
+      cluster[0].id = cudaLaunchAttributeClusterDimension;
+      cluster[0].val.clusterDim.x = unsigned(splits);
+      cluster[0].val.clusterDim.y = 1;
+      cluster[0].val.clusterDim.z = 1;
+      config.attrs = cluster;
+      config.numAttrs = 1;
+      e = cudaLaunchKernelEx(&config, kernel, p, epilogue, m, splits);
     }
-    const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
