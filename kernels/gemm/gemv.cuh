@@ -1,14 +1,16 @@
 #pragma once
-// Small-M contraction (variant 1): M <= MAX_M rows of A against a B that is streamed from DRAM
+// Small-M contraction (variant 3; see bench/gemm/NOTES.md for 1 and 2): M <= MAX_M rows of A against a B that is streamed from DRAM
 // once, on tensor cores: B plays mma's A operand (16 rows of n x 16 k), the rows of A its B
 // operand (k x 8 rows of m), so one m16n8k16 covers 16 columns of the output for 8 rows of A.
 //
-// Schedule (GemvConfig<MAX_M, WARPS>). A CTA owns a strip of output columns (16 n when B's k is
-// contiguous, 32 n when its n is) for up to MAX_M rows of A and one flat batch index; its WARPS
-// warps split K between them (warp w takes k-steps w, w + WARPS, ...) and add their fp32
-// accumulators through shared memory at the end, so that a narrow N still puts enough loads in
-// flight. Each lane keeps kUnroll k-steps of B loads (16 bytes each, bypassing L1) in flight
-// before it multiplies. A rows are read through L1 (every CTA reads all of A; it stays in L2).
+// Schedule (GemvConfig<MAX_M, WARPS, MAX_SPLITS, UNROLL, PREFETCH>). A CTA owns a strip of 32
+// output columns for up to MAX_M rows of A and one flat batch index; its WARPS warps split K
+// between them (warp w takes 32-wide k-steps w, w + WARPS, ...) and add their fp32 accumulators
+// through shared memory at the end, so that a narrow N still puts enough loads in flight. Each
+// lane keeps UNROLL x 2 B loads (16 bytes each, bypassing L1) in flight before it multiplies. A
+// rows are read through L1 (every strip reads all of A; it stays in L2), one 16-byte load per
+// row per k-step, shared by the whole 32-column strip: L1 wavefronts per byte of B, not DRAM,
+// limited variant 2 at M = 8..16 (bench/gemm/NOTES.md).
 // The host loops over chunks of MAX_M rows of A (each chunk streams B again).
 //
 // Split K across CTAs (variant 2, sm_90+): when the strips (x batch) fill less than half of one
@@ -19,14 +21,17 @@
 // of the strip. So N = 2048 with B [K, N] (64 strips of 32 columns) still loads every SM.
 //
 // k contiguous (B as [N, K], nn.Linear / Gemm transB): lane (g, t) loads 16 bytes of rows g and
-// g + 8 at k = 8t..8t+7 of a 32-wide k-step; the k order inside a step is permuted the same way
+// g + 8 of each of the warp's two 16-row tiles at k = 8t..8t+7 of a 32-wide k-step; the k order inside a step is permuted the same way
 // for both operands (mma pairs (2t, 2t+1) and (2t+8, 2t+9) read physical k 8t+4h..8t+4h+3 for
 // the step's half h), so each 16-byte load of B is two whole mma fragments and the A rows are
 // 16-byte loads too.
-// n contiguous (B as [K, N], MatMul weights): lane (g, t) loads 16 bytes of rows k = g and g + 8
-// of a 16-wide k-step at n = 8t..8t+7; movmatrix.trans turns each 32-bit word r (n pair
-// 8t+2r, +1 at k g) into mma fragments (k pair 2t, 2t+1 at n = 8(g/2) + 2r + g%2), so the
-// output column of fragment row g in tile r is that permuted n.
+// n contiguous (B as [K, N], MatMul weights): a 32-wide k-step is 4 loads per lane of 16 bytes
+// at n = 8t..8t+7, each of 8 k rows (one per lane group g); movmatrix.trans turns each 32-bit
+// word r (n pair 8t+2r, +1 at that k row) into mma fragments (a pair of k rows at n =
+// 8(g/2) + 2r + g%2), so the output column of fragment row g in tile r is that permuted n. The
+// k rows each lane group loads are permuted (see the kernel) so that the A operand is again one
+// 16-byte load per row per step (variant 3; variant 2 read A in 4-byte pieces, 4x the L1
+// wavefronts: at M = 16 the L1 pipe, not DRAM, set the pace).
 #include <cooperative_groups.h>
 
 #include <atomic>
@@ -67,13 +72,6 @@ __device__ __forceinline__ uint4 load8(const T* p, int64_t valid) {
   for (int e = 0; e < 8; ++e)
     if (e < valid) u.h[e] = q[e];
   return u.v;
-}
-
-// 2 elements (one 32-bit word) from p, the first `valid` read and the rest zero.
-__device__ __forceinline__ uint32_t load2(const void* p, int64_t valid) {
-  const unsigned short* q = static_cast<const unsigned short*>(p);
-  if (valid >= 2) return __ldg(static_cast<const unsigned int*>(p));
-  return valid == 1 ? uint32_t(q[0]) : 0u;
 }
 
 // Floats of shared memory gemv_reduce needs for kVals values per lane.
@@ -153,15 +151,17 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red,
   }
 }
 
-// B with k contiguous. CTA: 16 output columns; k-step: 32.
+// B with k contiguous. CTA: 32 output columns (two 16-column tiles per warp, sharing the A
+// loads); k-step: 32.
 template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
 __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
-  constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
-  __shared__ float red[gemv_red_floats<WARPS, JT * 4, NB>()];
+  constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8, kTiles = 2;
+  constexpr int kSteps = UNROLL > 1 ? UNROLL / 2 : 1;  // steps per round: UNROLL x 2 B loads per lane
+  __shared__ float red[gemv_red_floats<WARPS, kTiles * JT * 4, NB>()];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y;
-  const int64_t n0 = int64_t(blockIdx.x / unsigned(splits)) * 16;
+  const int64_t n0 = int64_t(blockIdx.x / unsigned(splits)) * 16 * kTiles;
   const int64_t warps = int64_t(WARPS) * splits, first = int64_t(blockIdx.x % unsigned(splits)) * WARPS + warp;
   const int64_t rows = p.m - m_begin < MAX_M ? p.m - m_begin : MAX_M;
   const int jt = int((rows + 7) / 8);
@@ -173,71 +173,79 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
     const int64_t m = m_begin + (8 * j + g < rows ? 8 * j + g : rows - 1);
     x_row[j] = a_base + m * p.a.stride_mn;
   }
-  const T* w_row[NB][2];
+  const T* w_row[NB][kTiles][2];
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
     const T* base = static_cast<const T*>(p.b[j].data) + p.batch_offset(p.b[j], b);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t n = n0 + 8 * h + g < p.n ? n0 + 8 * h + g : p.n - 1;
-      w_row[j][h] = base + n * p.b[j].stride_mn;
-    }
+    for (int s = 0; s < kTiles; ++s)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t n = n0 + 16 * s + 8 * h + g < p.n ? n0 + 16 * s + 8 * h + g : p.n - 1;
+        w_row[j][s][h] = base + n * p.b[j].stride_mn;
+      }
   }
 
-  float acc[NB][JT * 4];
+  float acc[NB][kTiles * JT * 4];
 #pragma unroll
   for (int j = 0; j < NB; ++j)
 #pragma unroll
-    for (int v = 0; v < JT * 4; ++v) acc[j][v] = 0.0f;
+    for (int v = 0; v < kTiles * JT * 4; ++v) acc[j][v] = 0.0f;
 
   const int64_t steps = (p.k + 31) / 32;
-  for (int64_t s0 = first; s0 < steps; s0 += warps * UNROLL) {
-    // All loads of UNROLL steps (B and the A rows) first, then the mmas.
-    uint4 w[UNROLL][NB][2], xs[UNROLL][JT];
-    int64_t valid[UNROLL];
+  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
+    // All loads of kSteps steps (B and the A rows) first, then the mmas.
+    uint4 w[kSteps][NB][kTiles][2], xs[kSteps][JT];
+    int64_t valid[kSteps];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
+    for (int u = 0; u < kSteps; ++u) {
       const int64_t k = (s0 + u * warps) * 32 + 8 * t;
       valid[u] = p.k - k;
 #pragma unroll
       for (int j = 0; j < NB; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) w[u][j][h] = load8<T, true, PREFETCH>(w_row[j][h] + k, valid[u]);
+        for (int s = 0; s < kTiles; ++s)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) w[u][j][s][h] = load8<T, true, PREFETCH>(w_row[j][s][h] + k, valid[u]);
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false, false>(x_row[jj] + k, jj < jt ? valid[u] : 0);
     }
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
+    for (int u = 0; u < kSteps; ++u) {
       if (valid[u] <= -8 * t) break;  // this step is past K for the whole warp
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) {
         if (jj >= jt) break;
         const uint4 x = xs[u][jj];
 #pragma unroll
-        for (int j = 0; j < NB; ++j) {
-          float c[4] = {acc[j][4 * jj], acc[j][4 * jj + 1], acc[j][4 * jj + 2], acc[j][4 * jj + 3]};
-          const uint32_t a0[4] = {w[u][j][0].x, w[u][j][1].x, w[u][j][0].y, w[u][j][1].y};
-          const uint32_t a1[4] = {w[u][j][0].z, w[u][j][1].z, w[u][j][0].w, w[u][j][1].w};
-          mma16816<T>(c, a0, x.x, x.y);
-          mma16816<T>(c, a1, x.z, x.w);
+        for (int j = 0; j < NB; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[j][4 * jj + e] = c[e];
-        }
+          for (int s = 0; s < kTiles; ++s) {
+            const int o = (s * JT + jj) * 4;
+            float c[4] = {acc[j][o], acc[j][o + 1], acc[j][o + 2], acc[j][o + 3]};
+            const uint32_t a0[4] = {w[u][j][s][0].x, w[u][j][s][1].x, w[u][j][s][0].y, w[u][j][s][1].y};
+            const uint32_t a1[4] = {w[u][j][s][0].z, w[u][j][s][1].z, w[u][j][s][0].w, w[u][j][s][1].w};
+            mma16816<T>(c, a0, x.x, x.y);
+            mma16816<T>(c, a1, x.z, x.w);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][o + e] = c[e];
+          }
       }
     }
   }
 
-  // acc[j][4 jj + e]: e = 0, 1: column n0 + g, rows 8jj + 2t, +1; e = 2, 3: column n0 + g + 8.
-  gemv_reduce<WARPS, JT * 4, NB>(acc, red, splits, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
-    const int lg = l / 4, lt = l % 4, jj = v / 4, e = v % 4;
+  // acc[j][(s JT + jj) 4 + e]: e = 0, 1: column n0 + 16s + g, rows 8jj + 2t, +1; e = 2, 3: column
+  // n0 + 16s + g + 8.
+  gemv_reduce<WARPS, kTiles * JT * 4, NB>(acc, red, splits, b, epilogue, [&](int l, int v, int64_t& m, int64_t& n) {
+    const int lg = l / 4, lt = l % 4, s = v / (JT * 4), jj = (v / 4) % JT, e = v % 4;
     const int64_t row = 8 * jj + 2 * lt + (e % 2);
     m = m_begin + row;
-    n = n0 + lg + 8 * (e / 2);
+    n = n0 + 16 * s + lg + 8 * (e / 2);
     return row < rows && n < p.n;
   });
 }
 
-// B with n contiguous. CTA: 32 output columns; k-step: 16.
+// B with n contiguous. CTA: 32 output columns; k-step: 32.
 template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
 __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
@@ -269,56 +277,68 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
 #pragma unroll
     for (int v = 0; v < 2 * JT * 4; ++v) acc[j][v] = 0.0f;
 
-  const int64_t steps = (p.k + 15) / 16;
-  for (int64_t s0 = first; s0 < steps; s0 += warps * UNROLL) {
-    uint4 w[UNROLL][NB][2];
+  // A k-step is 32 k: two mma halves h. Logical k-slots of half h map to physical k so that
+  // lane t's A operand is the 8 k at 8t..8t+7 (one 16-byte load per row per step): slots
+  // 2t + e -> 8t + 4h + e and 2t + 8 + e -> 8t + 4h + 2 + e (e = 0, 1). B's loads follow: group
+  // gg of half h (fragments a0/a1 for gg = 0, a2/a3 for gg = 1) loads at lane group g the k row
+  // 8(g/2) + 4h + 2gg + g%2, whose transposed pairs (rows 2t, 2t + 1) are exactly those slots.
+  constexpr int kSteps = UNROLL > 1 ? UNROLL / 2 : 1;  // 32-k steps per round (UNROLL counts 16-k ones)
+  int64_t b_off[2][2];  // [h][gg]: k row offset in the step of this lane's B loads
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int64_t k = (s0 + u * warps) * 16 + g;
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int gg = 0; gg < 2; ++gg) b_off[h][gg] = 8 * (g / 2) + 4 * h + 2 * gg + g % 2;
+  const int64_t steps = (p.k + 31) / 32;
+  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
+    uint4 w[kSteps][NB][2][2];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t k0 = (s0 + u * warps) * 32;
 #pragma unroll
       for (int j = 0; j < NB; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t kr = k + 8 * h;
-          w[u][j][h] = load8<T, true, PREFETCH>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
-        }
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int gg = 0; gg < 2; ++gg) {
+            const int64_t kr = k0 + b_off[h][gg];
+            w[u][j][h][gg] = load8<T, true, PREFETCH>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
+          }
     }
-    uint32_t xs[UNROLL][JT][2];
+    uint4 xs[kSteps][JT];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int64_t k0 = (s0 + u * warps) * 16;
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t k = (s0 + u * warps) * 32 + 8 * t;
 #pragma unroll
-      for (int jj = 0; jj < JT; ++jj) {
-        xs[u][jj][0] = load2(x_row[jj] + k0 + 2 * t, jj < jt ? p.k - (k0 + 2 * t) : 0);
-        xs[u][jj][1] = load2(x_row[jj] + k0 + 8 + 2 * t, jj < jt ? p.k - (k0 + 8 + 2 * t) : 0);
-      }
+      for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false, false>(x_row[jj] + (k < p.k ? k : 0), jj < jt ? p.k - k : 0);
     }
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int64_t k0 = (s0 + u * warps) * 16;
-      if (k0 >= p.k) break;
-      const uint32_t(&x)[JT][2] = xs[u];
+    for (int u = 0; u < kSteps; ++u) {
+      if ((s0 + u * warps) * 32 >= p.k) break;
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
-        uint32_t f[2][4];  // [k half][word]
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          f[h][0] = movmatrix_trans(w[u][j][h].x);
-          f[h][1] = movmatrix_trans(w[u][j][h].y);
-          f[h][2] = movmatrix_trans(w[u][j][h].z);
-          f[h][3] = movmatrix_trans(w[u][j][h].w);
-        }
+          uint32_t f[2][4];  // [gg][word]
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const uint32_t a[4] = {f[0][2 * q], f[0][2 * q + 1], f[1][2 * q], f[1][2 * q + 1]};
+          for (int gg = 0; gg < 2; ++gg) {
+            f[gg][0] = movmatrix_trans(w[u][j][h][gg].x);
+            f[gg][1] = movmatrix_trans(w[u][j][h][gg].y);
+            f[gg][2] = movmatrix_trans(w[u][j][h][gg].z);
+            f[gg][3] = movmatrix_trans(w[u][j][h][gg].w);
+          }
 #pragma unroll
-          for (int jj = 0; jj < JT; ++jj) {
-            if (jj >= jt) break;
-            const int o = (q * JT + jj) * 4;
-            float c[4] = {acc[j][o], acc[j][o + 1], acc[j][o + 2], acc[j][o + 3]};
-            mma16816<T>(c, a, x[jj][0], x[jj][1]);
+          for (int q = 0; q < 2; ++q) {
+            const uint32_t a[4] = {f[0][2 * q], f[0][2 * q + 1], f[1][2 * q], f[1][2 * q + 1]};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[j][o + e] = c[e];
+            for (int jj = 0; jj < JT; ++jj) {
+              if (jj >= jt) break;
+              const uint4& x = xs[u][jj];
+              const int o = (q * JT + jj) * 4;
+              float c[4] = {acc[j][o], acc[j][o + 1], acc[j][o + 2], acc[j][o + 3]};
+              mma16816<T>(c, a, h == 0 ? x.x : x.z, h == 0 ? x.y : x.w);
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[j][o + e] = c[e];
+            }
           }
         }
       }
@@ -403,7 +423,7 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   if (p.m <= 0 || p.n <= 0 || batch <= 0) return cudaSuccess;
   int b_axis = detail::vector_axis(p, p.b[0], p.n);
   if (NB == 2 && detail::vector_axis(p, p.b[1], p.n) != b_axis) b_axis = -1;
-  const int64_t cols = b_axis == 1 ? 16 : 32;
+  const int64_t cols = 32;  // both kernels
   const int64_t blocks = (p.n + cols - 1) / cols;
   if (p.k <= 0 || p.num_b != NB || detail::vector_axis(p, p.a, p.m) != 1 || b_axis < 0 || batch > 65535 || blocks > 2147483647)
     return simt<T>(p, epilogue, stream);
@@ -412,7 +432,7 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
   auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue>;
   auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue>;
-  const int64_t steps = b_axis == 1 ? (p.k + 31) / 32 : (p.k + 15) / 16;
+  const int64_t steps = (p.k + 31) / 32;
   for (int64_t m = 0; m < p.m; m += M16) {
     const bool small = p.m - m <= M8;
     auto kernel = small ? kernel8 : kernel16;
@@ -420,7 +440,7 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
                                             : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>())
                                    : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>()
                                             : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>());
-    const int splits = detail::gemv_splits(per_sm, W, U, Config::MAX_SPLITS, blocks * batch, steps);
+    const int splits = detail::gemv_splits(per_sm, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
     const dim3 grid{unsigned(blocks * splits), unsigned(batch), 1u};
     cudaError_t e;
     if (splits == 1) {
