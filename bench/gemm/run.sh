@@ -32,9 +32,11 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
 status=0
 for bf in 0 1; do timeout 150 "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done
 if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
+  small=small
+  [ "$gemv_only" = 1 ] && small=gemv-small
   for tool in memcheck racecheck; do
-    echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs)" | tee -a "$out"
-    timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" small 2>&1 | tail -5 | tee -a "$out"
+    echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs: gemm_bench $small)" | tee -a "$out"
+    timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" $small 2>&1 | tail -5 | tee -a "$out"
   done
 fi
 exit $status
