@@ -13,8 +13,9 @@
 // limited variant 2 at M = 8..16 (bench/gemm/NOTES.md).
 // The host loops over chunks of MAX_M rows of A (each chunk streams B again).
 //
-// Split K across CTAs (variant 2, sm_90+): when the strips (x batch) fill less than half of one
-// wave (SMs x resident CTAs), `splits` CTAs (2, 4 or 8, a thread-block cluster) share a strip,
+// Split K across CTAs (variant 2, sm_90+): when the clusters of 2, 4 or 8 CTAs for all strips
+// (x batch) can be resident at once (cudaOccupancyMaxActiveClusters), the largest such `splits`
+// CTAs (a thread-block cluster) share a strip,
 // their WARPS x splits warps interleaving the k-steps; each CTA reduces its warps in shared
 // memory, then the cluster adds the CTAs' partials in rank order through distributed shared
 // memory (deterministic, no workspace, no atomics) and each CTA runs the epilogue for 1/splits
@@ -375,32 +376,61 @@ inline void gemv_device(int& sms, int& major) {
   }
 }
 
-// CTAs of one gemv kernel instantiation resident per SM, looked up once.
+// How many clusters of `splits` CTAs of one gemv kernel instantiation can be resident at once
+// (the occupancy API: SMs x CTAs per SM for splits = 1; for clusters it also counts what fits
+// in each GPC, which on H100/H200 is far less than slots / splits for some sizes), looked up
+// once per size. Run 1 of bench/gemm/NOTES.md's gemv section: 256 CTAs of 8 warps in clusters
+// of 4, though "one wave" by CTA slots, ran at ~0.7x the speed of 128 CTAs of 16 warps in
+// clusters of 2 doing the same work.
 template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS>
-int gemv_resident() {
-  static std::atomic<int> resident{0};
-  int per_sm = resident.load(std::memory_order_relaxed);
-  if (per_sm > 0) return per_sm;
+int64_t gemv_resident(int splits) {
+  static std::atomic<int64_t> cache[4];  // splits 1, 2, 4, 8
+  const int slot = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
+  int64_t resident = cache[slot].load(std::memory_order_relaxed);
+  if (resident > 0) return resident;
   auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue> : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0) != cudaSuccess || per_sm <= 0) {
-    (void)cudaGetLastError();
-    per_sm = 1;
+  int sms = 1, major = 0;
+  gemv_device(sms, major);
+  int count = 0;
+  if (splits == 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, WARPS * 32, 0) != cudaSuccess) count = 0;
+    count *= sms;
+  } else {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(splits) * 1024u, 1, 1);
+    config.blockDim = dim3(WARPS * 32, 1, 1);
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = unsigned(splits);
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess) count = 0;
   }
-  resident.store(per_sm, std::memory_order_relaxed);
-  return per_sm;
+  if (count <= 0) {
+    (void)cudaGetLastError();
+    return 0;  // unknown: not cached, and no split is chosen on it
+  }
+  cache[slot].store(count, std::memory_order_relaxed);
+  return count;
 }
 
-// How many CTAs (a cluster) share one strip of outputs: doubled (up to max_splits) while the
-// CTAs still fill at most one wave and every warp keeps at least one full round of `unroll`
-// k-steps. Clusters need sm_90; older devices get 1.
-inline int gemv_splits(int per_sm, int warps, int unroll, int max_splits, int64_t units, int64_t steps) {
+// How many CTAs (a cluster) share one strip of outputs: the largest of 2, 4, 8 (up to
+// max_splits) whose clusters for all `units` strips are resident at once (one wave) and leave
+// every warp at least one full round of `steps_per_round` k-steps; 1 if none (or before sm_90).
+// `resident(s)` is gemv_resident for the kernel.
+template <typename Resident>
+int gemv_splits(Resident resident, int warps, int steps_per_round, int max_splits, int64_t units, int64_t steps) {
   int sms = 1, major = 0;
   gemv_device(sms, major);
   if (major < 9) return 1;
-  const int64_t wave = int64_t(sms) * per_sm;
-  int splits = 1;
-  while (splits < max_splits && units * splits * 2 <= wave && steps >= int64_t(splits) * 2 * warps * unroll) splits *= 2;
-  return splits;
+  int best = 1;
+  for (int s = 2; s <= max_splits; s *= 2) {
+    if (steps < int64_t(s) * warps * steps_per_round) break;
+    if (units <= resident(s)) best = s;
+  }
+  return best;
 }
 
 }  // namespace kiln::gemm::detail
@@ -436,11 +466,13 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   for (int64_t m = 0; m < p.m; m += M16) {
     const bool small = p.m - m <= M8;
     auto kernel = small ? kernel8 : kernel16;
-    const int per_sm = b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>()
-                                            : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>())
-                                   : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>()
-                                            : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>());
-    const int splits = detail::gemv_splits(per_sm, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
+    auto resident = [&](int splits) {
+      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>(splits))
+                         : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>(splits));
+    };
+    const int splits = detail::gemv_splits(resident, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
     const dim3 grid{unsigned(blocks * splits), unsigned(batch), 1u};
     cudaError_t e;
     if (splits == 1) {
