@@ -8,10 +8,14 @@
 // that stream B, a read-only kernel over the same B bytes (the read ceiling). Timing: CUDA events
 // around each launch, L2 flushed (a 256 MB memset) before each, median of the reps.
 //
-// One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel.
-// Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall] [results.md]
+// One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel;
+// -DBENCH_GEMV_ONLY=1 builds only the small-M paths (and simt) for mode gemv.
+// Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall|gemv|gemv-small] [results.md]
 //   wg: the Hopper kernel (gemm_wgmma.cuh) checked on the edge shapes and timed at M >= 816 in both
 //   B layouts, with its host cost; wgsmall: only its edge checks under 2M MACs.
+//   gemv: the small-M checks (edge shapes, both B layouts, split-K clusters, dual B, fallback),
+//   then M = 1, 8, 16 timings at the Linear shapes, each both isolated (L2 flushed) and as
+//   back-to-back calls over rotated copies of B (what a model's chain of layers sees).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -32,6 +36,9 @@
 #endif
 #ifndef BENCH_BF16
 #define BENCH_BF16 0
+#endif
+#ifndef BENCH_GEMV_ONLY
+#define BENCH_GEMV_ONLY 0
 #endif
 #if BENCH_BF16
 using T = __nv_bfloat16;
@@ -107,7 +114,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -137,6 +144,11 @@ static const char* path_name(Path p) {
     case kGemv4: return "gemv<16,4>";
     case kGemv8: return "gemv<16,8>";
     case kGemv16: return "gemv<16,16>";
+    case kGemv8s1: return "gemv<16,8,1> (no split)";
+    case kGemv16s1: return "gemv<16,16,1> (no split)";
+    case kGemv8u8: return "gemv<16,8,8,8> (unroll 8)";
+    case kGemv8pf: return "gemv<16,8,8,4,1> (L2 256B)";
+    case kGemv8s2: return "gemv<16,8,2> (split <= 2)";
     case kSimt: return "simt";
   }
   return "?";
@@ -151,6 +163,7 @@ static const int64_t kBigWsBytes = int64_t(64) << 20;
 template <typename E>
 cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int64_t ws_bytes, cudaStream_t s) {
   switch (path) {
+#if !BENCH_GEMV_ONLY
     // Hopper (gemm_wgmma.cuh): falls back to variant 1 with the named TileConfig where it cannot run.
     case kWgPP128x128:
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 6, 1>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
@@ -210,14 +223,30 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
     case kTc128x128s3:  // kiln's default schedule, single and dual B (dual: the non-pipelined mainloop)
       if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm<T, kg::TileConfig<128, 128, 32, 2, 2, 3>>(p, e, ws, ws_bytes, s);
       break;
+#endif
+#endif
     case kGemv4:
       if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 4>>(p, e, s);
       break;
-#endif
     case kGemv8:
       return kg::gemv<T, kg::GemvConfig<16, 8>>(p, e, s);
     case kGemv16:
-      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16>>(p, e, s);
+      if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemv<T, kg::GemvConfig<16, 16>>(p, e, s);
+      break;
+    case kGemv8s1:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 8, 1>>(p, e, s);
+      break;
+    case kGemv16s1:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 1>>(p, e, s);
+      break;
+    case kGemv8u8:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 8, 8, 8>>(p, e, s);
+      break;
+    case kGemv8pf:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 8, 8, 4, 1>>(p, e, s);
+      break;
+    case kGemv8s2:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 8, 2>>(p, e, s);
       break;
     case kSimt:
       return kg::simt<T>(p, e, s);
@@ -749,6 +778,154 @@ static void run_dual_timing(cublasHandle_t handle, Timer& timer) {
   }
 }
 
+// ---- mode gemv: the small-M kernel alone ----
+static void run_gemv_checks() {
+  emit("\n### %s: small-M correctness (fp64 CPU reference; all outputs written, sampled/all values within tolerance)\n\n", kDtype);
+  emit("| shape | path | epilogue | checked | worst err/tol | result |\n|---|---|---|---|---|---|\n");
+  std::vector<Shape> shapes;
+  // Edge tiles (N, K not multiples of the strips and k-steps, odd K), M = 1, 2, 15, 16, narrow N
+  // with long K (the CTAs of a strip split K as a cluster), the Linear shapes sampled.
+  const int64_t mnk[][3] = {{1, 13, 7},      {2, 200, 100},   {15, 33, 257},   {16, 130, 31},   {1, 40, 5000},
+                            {2, 72, 20001},  {15, 100, 3001}, {16, 64, 16384}, {16, 2047, 4099}, {3, 4096, 4096},
+                            {1, 2048, 16384}, {16, 2048, 16384}};
+  for (auto& d : mnk)
+    for (int lay = 0; lay < 2; ++lay) {
+      Shape s{d[0], d[1], d[2]};
+      s.b_k = lay == 0;
+      shapes.push_back(s);
+    }
+  {
+    Shape s{5, 40, 72};
+    s.batch0 = 2, s.batch1 = 3;
+    shapes.push_back(s);
+    s.b_k = false;
+    shapes.push_back(s);
+    Shape t{1, 64, 4096};
+    t.batch0 = 3, t.batch1 = 2;
+    shapes.push_back(t);
+    Shape u{16, 50, 37};
+    u.tight = true;  // odd K, unpadded rows: gemv must refuse and run simt
+    shapes.push_back(u);
+    u.b_k = false;
+    shapes.push_back(u);
+  }
+  for (const Shape& s : shapes) {
+    if (g_small_only && s.m * s.n * s.k > (int64_t(2) << 20)) continue;
+    for (Epi epi : {Epi::Store, Epi::BiasGelu, Epi::GateUp}) {
+      Operands o;
+      o.make(s, epi == Epi::GateUp ? 2 : 1);
+      std::vector<Path> paths;
+      if (epi == Epi::Store) {
+        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2});
+      } else if (epi == Epi::BiasGelu) {
+        add_paths(paths, {kGemv8});
+      } else {
+        add_paths(paths, {kGemv8, kGemv16});
+      }
+      for (Path path : paths) {
+        const CheckResult r = check(o, path, epi, nullptr, 0, true);
+        if (!r.ok) ++g_failures;
+        emit("| %s | %s | %s | %ld | %.3f | %s |\n", shape_str(s).c_str(), path_name(path), epi_name(epi), long(r.checked), r.worst,
+             r.ok ? "ok" : "FAIL");
+      }
+      o.release();
+    }
+  }
+}
+
+// Per-call time of `calls` back-to-back launches, copy c % copies each (median of 5 batches).
+template <typename F>
+static double back_to_back_us(Timer& timer, int copies, F&& launch) {
+  const int calls = 30;
+  for (int i = 0; i < copies; ++i) launch(i);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> ts;
+  for (int r = 0; r < 5; ++r) {
+    CHECK_CUDA(cudaEventRecord(timer.start, 0));
+    for (int i = 0; i < calls; ++i) launch(i % copies);
+    CHECK_CUDA(cudaEventRecord(timer.stop, 0));
+    CHECK_CUDA(cudaEventSynchronize(timer.stop));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, timer.start, timer.stop));
+    ts.push_back(ms * 1000.0f / calls);
+  }
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int sms) {
+  emit("\n### %s: small-M timing (iso: one call after a 256 MB L2 flush, median of %d; b2b: per call of 30 back-to-back calls "
+       "over rotated copies of B (>= 256 MB), median of 5; vs read = read-kernel time of the same bytes, measured the same way / time)\n\n",
+       kDtype, timer.reps);
+  emit("| shape | path | check | iso µs | iso vs read | b2b µs | b2b GB/s | b2b vs read | b2b cuBLAS µs | b2b vs cuBLAS |\n"
+       "|---|---|---|---|---|---|---|---|---|---|\n");
+  const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
+  const float alpha = 1.0f, beta = 0.0f;
+  for (int lay = 0; lay < 2; ++lay)
+    for (auto& d : nk) {
+      double read_iso = 0, read_b2b = 0;
+      for (int64_t m : {1, 8, 16}) {
+        Shape s{m, d[0], d[1]};
+        s.b_k = lay == 1;  // [K, N] (MatMul, the benchmark's layout) first
+        Operands o;
+        o.make(s, 1);
+        const double b_bytes = 2.0 * s.n * s.k;
+        const int copies = int(std::max(2.0, std::ceil(double(size_t(256) << 20) / b_bytes)));
+        std::vector<T*> bs{o.b[0].dev};
+        for (int c = 1; c < copies; ++c) {
+          T* q;
+          CHECK_CUDA(cudaMalloc(&q, o.b[0].host.size() * sizeof(T)));
+          CHECK_CUDA(cudaMemcpy(q, o.b[0].dev, o.b[0].host.size() * sizeof(T), cudaMemcpyDeviceToDevice));
+          bs.push_back(q);
+        }
+        T* out;
+        CHECK_CUDA(cudaMalloc(&out, size_t(s.m * s.n) * sizeof(T)));
+        const int64_t n16 = int64_t(b_bytes) / 16;
+        if (m == 1) {  // the read ceiling depends on the bytes only
+          read_iso = timer.median_us([&] { read_kernel<<<sms * 4, 256>>>(reinterpret_cast<const uint4*>(o.b[0].dev), n16, sink); });
+          read_b2b = back_to_back_us(timer, copies, [&](int c) {
+            read_kernel<<<sms * 4, 256>>>(reinterpret_cast<const uint4*>(bs[size_t(c)]), n16, sink);
+          });
+          emit("| %s | read kernel | | %.1f | | %.1f | %.0f | | | |\n", shape_str(s).c_str(), read_iso, read_b2b, b_bytes / read_b2b * 1e-3);
+        }
+        const double cublas_b2b = back_to_back_us(timer, copies, [&](int c) {
+          if (s.b_k) {
+            CHECK_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(s.n), int(s.m), int(s.k), &alpha, bs[size_t(c)], kCublasT,
+                                      int(s.k), o.a.dev, kCublasT, int(s.k), &beta, out, kCublasT, int(s.n), CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
+          } else {
+            CHECK_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m), int(s.k), &alpha, bs[size_t(c)], kCublasT,
+                                      int(s.n), o.a.dev, kCublasT, int(s.k), &beta, out, kCublasT, int(s.n), CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
+          }
+        });
+        std::vector<Path> paths;
+        add_paths(paths, {kGemv8, kGemv16});
+        if (m == 1 || m == 16) add_paths(paths, {kGemv4, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2});
+        for (Path path : paths) {
+          const CheckResult r = check(o, path, Epi::Store, nullptr, 0, true);
+          if (!r.ok) {
+            ++g_failures;
+            emit("| %s | %s | FAIL | | | | | | | |\n", shape_str(s).c_str(), path_name(path));
+            continue;
+          }
+          const StoreEpilogue e{out, s.m, s.n};
+          const double iso = timer.median_us([&] { CHECK_CUDA(run_path(path, o.p, e, nullptr, 0, 0)); });
+          kg::Problem p = o.p;
+          const double b2b = back_to_back_us(timer, copies, [&](int c) {
+            p.b[0].data = bs[size_t(c)];
+            CHECK_CUDA(run_path(path, p, e, nullptr, 0, 0));
+          });
+          emit("| %s | %s | ok | %.1f | %.2f | %.1f | %.0f | %.2f | %.1f | %.2f |\n", shape_str(s).c_str(), path_name(path), iso,
+               read_iso / iso, b2b, b_bytes / b2b * 1e-3, read_b2b / b2b, cublas_b2b, cublas_b2b / b2b);
+        }
+        for (size_t c = 1; c < bs.size(); ++c) CHECK_CUDA(cudaFree(bs[c]));
+        CHECK_CUDA(cudaFree(out));
+        o.release();
+      }
+    }
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   if (argc > 2) g_results = fopen(argv[2], "a");
@@ -784,6 +961,29 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaDeviceSynchronize());
     return 0;
   }
+  if (mode == "gemv-small") {  // the small-M edge checks under 2M MACs (for compute-sanitizer)
+    g_small_only = true;
+    run_gemv_checks();
+    emit("\n%s: %d check failure(s)\n", kDtype, g_failures);
+    return g_failures ? 1 : 0;
+  }
+  if (mode == "gemv") {
+    run_gemv_checks();
+    cublasHandle_t handle;
+    CHECK_CUBLAS(cublasCreate(&handle));
+    Timer timer;
+    unsigned* sink;
+    CHECK_CUDA(cudaMalloc(&sink, 4));
+    run_gemv_timing(handle, timer, sink, sms);
+    CHECK_CUBLAS(cublasDestroy(handle));
+    emit("\n%s: %d check failure(s)\n", kDtype, g_failures);
+    if (g_results) fclose(g_results);
+    return g_failures ? 1 : 0;
+  }
+#if BENCH_GEMV_ONLY
+  fprintf(stderr, "built with BENCH_GEMV_ONLY: only mode gemv\n");
+  return 2;
+#endif
   if (!BENCH_TC_ALL && !g_wg_only && mode != "wgprofile") {
     fprintf(stderr, "built with BENCH_TC_ALL=0: only the modes wg and wgsmall\n");
     return 2;

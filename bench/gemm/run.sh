@@ -5,7 +5,8 @@
 #   bench/gemm/run.sh [results.md]      env: GEMM_ARCH (default 90; 90a builds the Hopper kernel too), GEMM_COMMIT,
 #                                       GEMM_SANITIZE=1, GEMM_WERROR=1, GEMM_TIMEOUT (s per binary, 150),
 #                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings |
-#                                       wg: the Hopper kernel's checks and timings), GEMM_TC_ALL=0 (build only
+#                                       wg: the Hopper kernel's checks and timings |
+#                                       gemv: builds and runs only the small-M checks and timings), GEMM_TC_ALL=0 (build only
 #                                       the variant-1 configurations mode wg uses: faster)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,8 +15,10 @@ arch=${GEMM_ARCH:-90}
 build=${GEMM_BUILD:-/tmp/gemm_bench_build}
 mkdir -p "$build"
 pids=()
+gemv_only=0
+[ "${GEMM_MODE:-all}" = gemv ] && gemv_only=1
 for bf in 0 1; do
-  nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf \
+  nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf -DBENCH_GEMV_ONLY=$gemv_only \
     $([ "$arch" = 90a ] && echo -DKILN_GEMM_SM90A) -DBENCH_TC_ALL=${GEMM_TC_ALL:-1} \
     "$here/gemm_bench.cu" -o "$build/gemm_bench_$bf" -lcublas &
   pids+=($!)
@@ -28,14 +31,16 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
   echo "- date: $(date -u '+%F %T UTC')"
   echo "- commit: $commit"
-  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 gemm_bench.cu -lcublas$([ "$arch" = 90a ] && echo ' -DKILN_GEMM_SM90A') -DBENCH_TC_ALL=${GEMM_TC_ALL:-1}; gemm_bench ${GEMM_MODE:-all})"
+  echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 -DBENCH_GEMV_ONLY=$gemv_only gemm_bench.cu -lcublas$([ "$arch" = 90a ] && echo ' -DKILN_GEMM_SM90A') -DBENCH_TC_ALL=${GEMM_TC_ALL:-1}; gemm_bench ${GEMM_MODE:-all})"
 } > "$out"
 status=0
 for bf in 0 1; do timeout "${GEMM_TIMEOUT:-150}" "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done
 if [ "${GEMM_SANITIZE:-0}" = 1 ]; then
+  small=small
+  [ "$gemv_only" = 1 ] && small=gemv-small
   for tool in memcheck racecheck; do
-    echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs)" | tee -a "$out"
-    timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" small 2>&1 | tail -5 | tee -a "$out"
+    echo "## compute-sanitizer --tool $tool (fp16, the edge checks under 2M MACs: gemm_bench $small)" | tee -a "$out"
+    timeout 60 compute-sanitizer --tool $tool --print-limit 5 "$build/gemm_bench_0" $small 2>&1 | tail -5 | tee -a "$out"
   done
 fi
 exit $status

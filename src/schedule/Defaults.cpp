@@ -212,12 +212,14 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
     return as_const_int(simplify(e));
   };
   const auto m = side(c.m_axes), n = side(c.n_axes);
-  // Measured on H100 (bench/gemm/NOTES.md): GemvConfig<16, 16> where N <= 2048 (K is long, so
-  // more warps split it), else <16, 8>; 64x128 tiles with split-K up to M = 256; 256x128x64 over
-  // 8 warps above (128x128x32 over 8 warps for a dual product, whose accumulators double).
+  // Measured on H200 (bench/gemm/NOTES.md, gemv run 2, both B layouts): GemvConfig<16, 4> where
+  // N > 4096 (many 32-column strips: small blocks, 5 per SM), <16, 16> up to 4096 (few strips:
+  // K split across 2-block clusters of 16 warps), <16, 8> when N is unknown; 64x128 tiles with
+  // split-K up to M = 256 (H100); 256x128x64 over 8 warps above (128x128x32 over 8 warps for a
+  // dual product, whose accumulators double).
   GemmTemplate g;
   g.tf32 = da == DType::Float32;
-  if (n && *n <= 2048) g.gemv_warps = 16;
+  if (n) g.gemv_warps = *n > 4096 ? 4 : 16;
   if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
   if (m && *m > g.mid_max_m) g.mid_max_m = 0;
   auto s = [](int64_t v) { return std::to_string(v); };

@@ -1,8 +1,8 @@
 // Generated code that instantiates the contraction templates (kernels/gemm/) compiles without
 // warnings for sm_80, sm_90 (built as sm_90a) and sm_110, in every configuration the default
-// schedule picks: the small-M kernel, the tensor-core kernel with its mid-M tiles, the Hopper
-// kernel (with its mma.sync fallback) above, one and two B operands, float16 and bfloat16, and
-// float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
+// schedule picks: the small-M kernel (4, 8 and 16 warps), the tensor-core kernel with its mid-M
+// tiles, the Hopper kernel (with its mma.sync fallback) above, one and two B operands, float16 and
+// bfloat16, and float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
 #include <gtest/gtest.h>
 
 
@@ -33,8 +33,21 @@ Graph gated_mlp(DType dtype) {
   return t.graph;
 }
 
+// Linear layers whose N picks the other small-M configurations: N > 4096 (4 warps per block)
+// and a symbolic N (8 warps).
+Graph wide_linears(DType dtype) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", dtype, {var("tokens"), Expr(64)});
+  const int w_wide = t.input("w_wide", dtype, {Expr(64), Expr(8192)});
+  const int w_any = t.input("w_any", dtype, {Expr(64), var("n")});
+  t.output(t.node("wide", OpKind::MatMul, {x, w_wide}));
+  t.output(t.node("any", OpKind::MatMul, {x, w_any}));
+  return t.graph;
+}
+
 TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
   std::vector<LoweredFunc> funcs;
+  for (auto& f : codegen::lower_graph(wide_linears(DType::Float16), codegen::Target::Cuda, "wide")) funcs.push_back(std::move(f.func));
   for (DType d : {DType::Float16, DType::BFloat16}) {
     for (auto& f : codegen::lower_graph(gated_mlp(d), codegen::Target::Cuda, "mlp_" + std::string(dtype_name(d)))) {
       funcs.push_back(std::move(f.func));
@@ -49,7 +62,8 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
   }
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
   for (const char* call :
-       {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 16>>", "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 4>>",
+       {"kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 16>>", "kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 4>>",
+        "kiln::gemm::gemv<__half, kiln::gemm::GemvConfig<16, 8>>", "kiln::gemm::gemm<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 4>>",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 128, 6, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
