@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One GPU call for kiln.QuantLinear routed to kernels/quant/ (issue 8): the nvfp4 section of
+# bench/contraction/bench.py (the Gemma MLP block exported from PyTorch, `kiln quantize --format
+# nvfp4`, `kiln compile`, checked against torch, then timed against the fp16 block under torch
+# eager and torch.compile), with the kiln binary of .carry/quantroute (a tar of this branch's
+# bench/ and the stripped kiln + libs, made by bench/quant_route/prepare_carry.sh). Then, if
+# time allows, `kiln plugins --op-types QuantLinear` on the same model, its kernel library built.
+set -uo pipefail
+OUT="${OUT:-/tmp/quantroute-out}"
+mkdir -p "$OUT"
+carry="$PWD/.carry/quantroute"
+export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1
+work=/tmp/quantroute && rm -rf "$work" && mkdir -p "$work" && tar -xf "$carry/src.tar" -C "$work"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+cd "$work"
+timeout 250 python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT" --only nvfp4 --tag nvfp4 \
+  --work /tmp/quantroute-work > "$OUT/contraction_log.txt" 2>&1 || echo "bench exit $?"
+grep -E "^(Gemma|kiln compile failed|Traceback|  File)" "$OUT/contraction_log.txt" | tail -n 30
+tar --exclude="*.so" --exclude=include -cf "$OUT/generated_mlp_nvfp4.tar" -C /tmp/quantroute-work mlp_nvfp4 mlp_nvfp4.log 2>/dev/null
+grep -n "// kernel\|launch_linear_epilogue" /tmp/quantroute-work/mlp_nvfp4/*.cu | cut -c1-220 | head -20
