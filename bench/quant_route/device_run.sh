@@ -3,8 +3,10 @@
 # bench/contraction/bench.py (the Gemma MLP block exported from PyTorch, `kiln quantize --format
 # nvfp4`, `kiln compile`, checked against torch, then timed against the fp16 block under torch
 # eager and torch.compile), with the kiln binary of .carry/quantroute (a tar of this branch's
-# bench/ and the stripped kiln + libs, made by bench/quant_route/prepare_carry.sh). Then, if
-# time allows, `kiln plugins --op-types QuantLinear` on the same model, its kernel library built.
+# bench/ and the stripped kiln + libs, made by bench/quant_route/prepare_carry.sh); and/or
+# bench/quant_route/plugin_check.py (a `kiln plugins --op-types QuantLinear` package's kernel
+# library built, checked against torch, timed against torch eager fp16).
+# STEPS=bench,plugin chooses the steps (default bench); BENCH_ARGS more bench.py arguments.
 set -uo pipefail
 OUT="${OUT:-/tmp/quantroute-out}"
 mkdir -p "$OUT"
@@ -14,8 +16,15 @@ export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1
 work=/tmp/quantroute && rm -rf "$work" && mkdir -p "$work" && tar -xf "$carry/src.tar" -C "$work"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 cd "$work"
-timeout 250 python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT" --only nvfp4 --tag nvfp4 \
-  --work /tmp/quantroute-work > "$OUT/contraction_log.txt" 2>&1 || echo "bench exit $?"
-grep -E "^(Gemma|kiln compile failed|Traceback|  File)" "$OUT/contraction_log.txt" | tail -n 30
-tar --exclude="*.so" --exclude=include -cf "$OUT/generated_mlp_nvfp4.tar" -C /tmp/quantroute-work mlp_nvfp4 mlp_nvfp4.log 2>/dev/null
-grep -n "// kernel\|launch_linear_epilogue" /tmp/quantroute-work/mlp_nvfp4/*.cu | cut -c1-220 | head -20
+if [[ "${STEPS:-bench}" == *bench* ]]; then
+  timeout 250 python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT" --only nvfp4 --tag nvfp4 \
+    --work /tmp/quantroute-work ${BENCH_ARGS:-} > "$OUT/contraction_log.txt" 2>&1 || echo "bench exit $?"
+  grep -E "^(Gemma|kiln compile failed|Traceback|  File|profile| +[0-9.]+ us )" "$OUT/contraction_log.txt" | cut -c1-200 | tail -n 60
+fi
+if [[ "${STEPS:-bench}" == *plugin* ]]; then
+  timeout 150 python3 bench/quant_route/plugin_check.py --kiln "$carry/kiln" --work /tmp/quantroute-plugin > "$OUT/plugin_check.txt" 2>&1 ||
+    echo "plugin check exit $?"
+  cat "$OUT/plugin_check.txt" | tail -n 20
+fi
+[[ -d /tmp/quantroute-work/mlp_nvfp4 ]] && tar --exclude="*.so" --exclude=include -cf "$OUT/generated_mlp_nvfp4.tar" -C /tmp/quantroute-work mlp_nvfp4 mlp_nvfp4.log 2>/dev/null
+grep -n "// kernel\|launch_linear_epilogue" /tmp/quantroute-work/mlp_nvfp4/*.cu 2>/dev/null | cut -c1-220 | head -8

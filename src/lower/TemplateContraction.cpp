@@ -256,7 +256,7 @@ std::optional<Candidate> analyze_w4(const LoweringStage& s, const Buffers& buffe
   w.extra = *extra;
   if (w.format == W4Format::Int4 && (q.scales.dtype() != dx || q.extra.dtype() != dx)) {
     return refuse("INT4 scales and zeros of " + std::string(dtype_name(q.scales.dtype())) + " with " +
-                  std::string(dtype_name(dx)) + " activations (the kernels read them as the activation dtype)");
+                  std::string(dtype_name(dx)) + " activations (the kernels read them as the activation dtype; kiln quantize --scale-dtype chooses it)");
   }
   return Candidate{*c, std::move(roles), *a, *a, std::move(w)};
 }

@@ -273,8 +273,8 @@ struct ContractionOperand {
 
 // The 4-bit weight of a kiln.QuantLinear computed by kernels/quant/ (a TemplateContraction with
 // `w4`): B[b, k, n] = dequant(weight)[n, k] in the node's stored layout (include/kiln/quant/
-// QuantizedWeight.h): weight uint8 [N, K/2], scales [N, K/group], extra = NVFP4's float32 tensor
-// scale or INT4's zeros (undefined for MXFP4).
+// QuantizedWeight.h): weight uint8 [N, K/2], scales [N, K/group], extra = NVFP4's tensor scale
+// (any float dtype; the epilogue applies it) or INT4's zeros (undefined for MXFP4).
 enum class W4Format : uint8_t { NvFp4, MxFp4, Int4 };
 struct W4Weight {
   W4Format format = W4Format::NvFp4;
