@@ -6,7 +6,9 @@
 # bench/ and the stripped kiln + libs, made by bench/quant_route/prepare_carry.sh); and/or
 # bench/quant_route/plugin_check.py (a `kiln plugins --op-types QuantLinear` package's kernel
 # library built, checked against torch, timed against torch eager fp16).
-# STEPS=bench,plugin chooses the steps (default bench); BENCH_ARGS more bench.py arguments.
+# bench/quant_route/edge_check.py: NVFP4/INT4 x fp16/bf16 layers off the kernels' tiles at M on
+# both sides of the GEMV/GEMM switch, against torch on the quantized bytes.
+# STEPS=bench,edges,plugin chooses the steps (default bench); BENCH_ARGS more bench.py arguments.
 set -uo pipefail
 OUT="${OUT:-/tmp/quantroute-out}"
 mkdir -p "$OUT"
@@ -20,6 +22,11 @@ if [[ "${STEPS:-bench}" == *bench* ]]; then
   timeout 250 python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT" --only nvfp4 --tag nvfp4 \
     --work /tmp/quantroute-work ${BENCH_ARGS:-} > "$OUT/contraction_log.txt" 2>&1 || echo "bench exit $?"
   grep -E "^(Gemma|kiln compile failed|Traceback|  File|profile| +[0-9.]+ us )" "$OUT/contraction_log.txt" | cut -c1-200 | tail -n 60
+fi
+if [[ "${STEPS:-bench}" == *edges* ]]; then
+  timeout 240 python3 bench/quant_route/edge_check.py --kiln "$carry/kiln" --work /tmp/quantroute-edges > "$OUT/edge_check.txt" 2>&1 ||
+    echo "edge check exit $?"
+  tail -n 40 "$OUT/edge_check.txt"
 fi
 if [[ "${STEPS:-bench}" == *plugin* ]]; then
   timeout 150 python3 bench/quant_route/plugin_check.py --kiln "$carry/kiln" --work /tmp/quantroute-plugin > "$OUT/plugin_check.txt" 2>&1 ||
