@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "w4_nibbles.h"
+
 namespace kiln::quant::gpu {
 
 enum class Format { NvFp4, MxFp4, Int4 };
@@ -96,6 +98,7 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 // The 4 pairs of a weight word as 16-bit float pairs, before the block scale.
 template <Format F, bool BF16>
 __device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&out)[4]) {
+  w = kernel_nibbles(w);  // w4_nibbles.h: the identity unless the weights are in exported order
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
     if constexpr (F == Format::Int4) {

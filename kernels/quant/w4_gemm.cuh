@@ -81,8 +81,8 @@ __device__ __forceinline__ void stage_activations(const LinearParams& p, T* stag
   }
 }
 
-template <Format F, typename T, int kVariant>
-__global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
+template <Format F, typename T, int kVariant, class Ep>
+__global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p, Ep ep) {
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(16) uint8_t gemm_smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -247,12 +247,8 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
         if (gated) {
           static_cast<T*>(p.y)[size_t(tok) * (p.n / 2) + (rg - g) / 2 + g] = from_float<T>(activate(v, p.act) * u);
         } else {
-          if (p.bias) {
-            v += static_cast<float>(static_cast<const T*>(p.bias)[rg]);
-            u += static_cast<float>(static_cast<const T*>(p.bias)[rg + 8]);
-          }
-          static_cast<T*>(p.y)[size_t(tok) * p.n + rg] = from_float<T>(v);
-          static_cast<T*>(p.y)[size_t(tok) * p.n + rg + 8] = from_float<T>(u);
+          ep(0, tok, rg, v);
+          ep(0, tok, rg + 8, u);
         }
       }
     }
@@ -260,8 +256,8 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p) {
 }
 
 // After split-K: partial [m, n] fp32 -> y, applying scales, bias and the gated activation.
-template <Format F, typename T>
-__global__ void w4_finish_kernel(LinearParams p) {
+template <Format F, typename T, class Ep>
+__global__ void w4_finish_kernel(LinearParams p, Ep ep) {
   const bool gated = p.act != Activation::None;
   const int cols = gated ? p.n / 2 : p.n;
   const size_t total = size_t(p.m) * cols;
@@ -274,9 +270,7 @@ __global__ void w4_finish_kernel(LinearParams p) {
       const float u = p.partial[m * p.n + gate_row + 8] * row_factor<T, F>(p, gate_row + 8);
       static_cast<T*>(p.y)[idx] = from_float<T>(activate(v, p.act) * u);
     } else {
-      float v = p.partial[m * p.n + c] * row_factor<T, F>(p, c);
-      if (p.bias) v += static_cast<float>(static_cast<const T*>(p.bias)[c]);
-      static_cast<T*>(p.y)[idx] = from_float<T>(v);
+      ep(0, int64_t(m), c, p.partial[m * p.n + c] * row_factor<T, F>(p, c));
     }
   }
 }

@@ -310,8 +310,8 @@ constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWei
 //     5 issued one L2 round trip per step, queued behind the weight flood). The x registers this
 //     frees hold a deeper weight ring (8 steps at NT = 1, non-INT4). Only where the stage fits
 //     (gemv6_stage_bytes; the launch falls back to 5 otherwise).
-template <Format F, typename T, int NT, int kMaxWarps, int kVariant>
-__global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw) {
+template <Format F, typename T, int NT, int kMaxWarps, int kVariant, class Ep>
+__global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p, int tok_base, int kw, Ep ep) {
   constexpr int kDepth = kGemvDepth;
   __shared__ float red[kMaxWarps][NT * 8][17];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -491,8 +491,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
       u *= row_factor<T, F>(p, r + 8);
       static_cast<Scalar*>(p.y)[m * (p.n / 2) + blockIdx.x * 8 + r] = from_float<T>(activate(v, p.act) * u);
     } else {
-      if (p.bias) v += static_cast<float>(static_cast<const Scalar*>(p.bias)[row0 + r]);
-      static_cast<Scalar*>(p.y)[m * p.n + row0 + r] = from_float<T>(v);
+      ep(0, int64_t(m), row0 + r, v);
     }
   }
 }

@@ -101,8 +101,8 @@ __device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r,
   return u;
 }
 
-template <Format F, typename T, int CPW>
-__global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearParams p) {
+template <Format F, typename T, int CPW, class Ep>
+__global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearParams p, Ep ep) {
   extern __shared__ __align__(16) uint8_t gemv8_smem[];
   __shared__ float red[kGemv8MaxWarps][kGemv7Rows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -162,12 +162,12 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
       }
     }
   }
-  gemv7_epilogue<F, T, kGemv8MaxWarps>(p, acc, red, lane, warp, warps, row0);
+  gemv7_epilogue<F, T, kGemv8MaxWarps>(p, acc, red, lane, warp, warps, row0, ep);
 }
 
-template <Format F, typename T>
-cudaError_t launch_gemv8(const LinearParams& p, bool pdl, cudaStream_t stream) {
-  static const cudaError_t attr1 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+template <Format F, typename T, class Ep>
+cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
+  static const cudaError_t attr1 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                         int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk)));
   if (attr1 != cudaSuccess) return attr1;
   cudaLaunchAttribute attr[1];
@@ -180,7 +180,7 @@ cudaError_t launch_gemv8(const LinearParams& p, bool pdl, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1>, p)) return e;
+  if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1, Ep>, p, ep)) return e;
   return cudaGetLastError();
 }
 

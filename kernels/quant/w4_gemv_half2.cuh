@@ -146,7 +146,7 @@ __device__ __forceinline__ float unit_dot(const Gemv7Unit<F, T>& u, const uint32
   uint32_t h[2] = {0u, 0u};  // words 0-1, words 2-3: 16 weights each
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t w = word_of(u.w, i);
+    const uint32_t w = kernel_nibbles(word_of(u.w, i));  // w4_nibbles.h
 #pragma unroll
     for (int q = 0; q < 4; ++q) h[i >> 1] = hfma2(decode_pair_f16<F>(w, q), xh[4 * i + q], h[i >> 1]);
   }
@@ -174,9 +174,9 @@ __host__ __device__ constexpr int gemv7_shift() {
 
 // The end of variants 7 and 8: lane sums of the 16 rows -> butterfly over the lanes -> warps'
 // sums in shared memory -> tensor scale, bias or gated activation in fp32 -> y.
-template <Format F, typename T, int kMaxW>
+template <Format F, typename T, int kMaxW, class Ep>
 __device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&acc)[kGemv7Rows], float (&red)[kMaxW][kGemv7Rows],
-                                               int lane, int warp, int warps, int row0) {
+                                               int lane, int warp, int warps, int row0, const Ep& ep) {
   // Butterfly: after it lane l holds the warp's sum of row (l >> 1) & 15... see below.
   // Step offset 16 halves the 16 values each lane keeps to 8, offset 8 to 4, 4 to 2, 2 to 1;
   // offset 1 completes the sum. Lane l ends with row r = bits 4,3,2,1 of l mapped below.
@@ -219,21 +219,22 @@ __device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&ac
     float v = 0.0f;
     for (int w = 0; w < warps; ++w) v += red[w][r];
     float scale2 = 1.0f;
-    if constexpr (F == Format::NvFp4) scale2 = p.scale2[gated && (r & 8) ? 1 : 0];
+    if constexpr (F == Format::NvFp4) {
+      if (p.scale2) scale2 = p.scale2[gated && (r & 8) ? 1 : 0];
+    }
     v *= scale2 * float(1 << gemv7_shift<F>());
     if (gated) {
       // rows 0..7 gate, 8..15 up of the same 8 features (Prepack.h)
       const float up = __shfl_down_sync(0x0000ffffu, v, 8);
       if (r < 8) static_cast<T*>(p.y)[blockIdx.x * 8 + r] = from_float<T>(activate(v, p.act) * up);
     } else {
-      if (p.bias) v += static_cast<float>(static_cast<const T*>(p.bias)[row0 + r]);
-      static_cast<T*>(p.y)[row0 + r] = from_float<T>(v);
+      ep(0, 0, row0 + r, v);
     }
   }
 }
 
-template <Format F, typename T, int CPW>
-__global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv7_kernel(LinearParams p) {
+template <Format F, typename T, int CPW, class Ep>
+__global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv7_kernel(LinearParams p, Ep ep) {
   __shared__ float red[kGemv7MaxWarps][kGemv7Rows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int row0 = blockIdx.x * kGemv7Rows;
@@ -259,11 +260,11 @@ __global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv
     }
   }
 
-  gemv7_epilogue<F, T, kGemv7MaxWarps>(p, acc, red, lane, warp, warps, row0);
+  gemv7_epilogue<F, T, kGemv7MaxWarps>(p, acc, red, lane, warp, warps, row0, ep);
 }
 
-template <Format F, typename T>
-cudaError_t launch_gemv7(const LinearParams& p, bool pdl, cudaStream_t stream) {
+template <Format F, typename T, class Ep>
+cudaError_t launch_gemv7(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
@@ -274,8 +275,8 @@ cudaError_t launch_gemv7(const LinearParams& p, bool pdl, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  const cudaError_t e = gemv7_chunks_per_warp(p.k) == 1 ? cudaLaunchKernelEx(&cfg, w4_gemv7_kernel<F, T, 1>, p)
-                                                        : cudaLaunchKernelEx(&cfg, w4_gemv7_kernel<F, T, 2>, p);
+  const cudaError_t e = gemv7_chunks_per_warp(p.k) == 1 ? cudaLaunchKernelEx(&cfg, w4_gemv7_kernel<F, T, 1, Ep>, p, ep)
+                                                        : cudaLaunchKernelEx(&cfg, w4_gemv7_kernel<F, T, 2, Ep>, p, ep);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

@@ -98,21 +98,21 @@ inline bool gemv6_stages(int m, int n, int k, int nt) {
   return bytes <= kGemv6StageMax && bytes * ctas_per_sm <= kGemv6StagePerSm;
 }
 
-template <Format F, typename T, int NT, int V>
-cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t stream) {
+template <Format F, typename T, int NT, int V, class Ep>
+cudaError_t launch_gemv_variant(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
   constexpr int kMax = NT == 1 ? 16 : 8;
   if constexpr (V == 6) {
-    if (!gemv6_stages(p.m, p.n, p.k, NT)) return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
+    if (!gemv6_stages(p.m, p.n, p.k, NT)) return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
   }
   auto smem = [](int w) { return V == 3 ? gemv_weight_ring_bytes(w) : V == 2 ? gemv_ring_bytes<NT>(w) : size_t(0); };
   if constexpr (V == 6) {
     // Stated explicitly rather than relying on the default limit (session 3's M = 5 launch failure).
-    static const cudaError_t attr6 = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, V>,
+    static const cudaError_t attr6 = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, V, Ep>,
                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemv6StageMax));
     if (attr6 != cudaSuccess) return attr6;
   }
   if constexpr (V == 2 || V == 3) {
-    static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, V>,
+    static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv_kernel<F, T, NT, kMax, V, Ep>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem(kMax)));
     if (attr != cudaSuccess) return attr;
   }
@@ -130,33 +130,41 @@ cudaError_t launch_gemv_variant(const LinearParams& p, int warps, cudaStream_t s
     cfg.numAttrs = 1;
     for (int tok = 0; tok < p.m; tok += 8 * NT) {
       if (V == 6) cfg.dynamicSmemBytes = gemv6_stage_bytes(std::min(8 * NT, p.m - tok), p.k);
-      if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv_kernel<F, T, NT, kMax, V>, p, tok, warps)) return e;
+      if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv_kernel<F, T, NT, kMax, V, Ep>, p, tok, warps, ep)) return e;
     }
     return cudaGetLastError();
   } else {
     for (int tok = 0; tok < p.m; tok += 8 * NT) {
-      w4_gemv_kernel<F, T, NT, kMax, V><<<p.n / 16, warps * 32, smem(warps), stream>>>(p, tok, warps);
+      w4_gemv_kernel<F, T, NT, kMax, V, Ep><<<p.n / 16, warps * 32, smem(warps), stream>>>(p, tok, warps, ep);
     }
     return cudaGetLastError();
   }
 }
 
-template <Format F, typename T, int NT>
-cudaError_t launch_gemv(const LinearParams& p, int warps, cudaStream_t stream) {
+template <Format F, typename T, int NT, class Ep>
+cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
   switch (gemv_variant()) {
-    case 2: return launch_gemv_variant<F, T, NT, 2>(p, warps, stream);
-    case 3: return launch_gemv_variant<F, T, NT, 3>(p, warps, stream);
-    case 4: return launch_gemv_variant<F, T, NT, 4>(p, warps, stream);
-    case 5: return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
-    case 6: return launch_gemv_variant<F, T, NT, 6>(p, warps, stream);
+    case 2: return launch_gemv_variant<F, T, NT, 2>(p, ep, warps, stream);
+    case 3: return launch_gemv_variant<F, T, NT, 3>(p, ep, warps, stream);
+    case 4: return launch_gemv_variant<F, T, NT, 4>(p, ep, warps, stream);
+    case 5: return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 6: return launch_gemv_variant<F, T, NT, 6>(p, ep, warps, stream);
     case 7:
-      if (NT == 1 && gemv7_applies(p.m, p.n, p.k)) return launch_gemv7<F, T>(p, pdl_enabled(), stream);
-      return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
+      if (NT == 1 && gemv7_applies(p.m, p.n, p.k)) return launch_gemv7<F, T>(p, ep, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 8:
-      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, pdl_enabled(), stream);
-      return launch_gemv_variant<F, T, NT, 5>(p, warps, stream);
-    default: return launch_gemv_variant<F, T, NT, 1>(p, warps, stream);
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    default: return launch_gemv_variant<F, T, NT, 1>(p, ep, warps, stream);
   }
+}
+
+// The default GEMV of kDefaultGemvVariant without the variant switch (what generated code
+// instantiates: two kernels per format and dtype instead of fourteen).
+template <Format F, typename T, int NT, class Ep>
+cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
+  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+  return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
 }
 
 template <Format F, typename T>
@@ -173,13 +181,31 @@ cudaError_t launch_linear(LinearParams p, void* partial, cudaStream_t stream) {
   return e;
 }
 
+// GEMM variant 1 over `split` slices of K (p.partial zeroed [m, n] fp32 when split > 1), then,
+// split, the finishing kernel that runs the epilogue.
+template <Format F, typename T, class Ep>
+cudaError_t launch_gemm1(const LinearParams& p, const Ep& ep, int split, cudaStream_t stream) {
+  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemm_kernel<F, T, 1, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(GemmStageLayout::kTotal));
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(p.n / kGemmRows, (p.m + kGemmTokens - 1) / kGemmTokens, split);
+  w4_gemm_kernel<F, T, 1, Ep><<<grid, 128, GemmStageLayout::kTotal, stream>>>(p, ep);
+  if (split > 1) {
+    const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
+    const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
+    w4_finish_kernel<F, T, Ep><<<blocks, 256, 0, stream>>>(p, ep);
+  }
+  return cudaGetLastError();
+}
+
 template <Format F, typename T>
 cudaError_t launch_linear_unchecked(LinearParams p, void* partial, cudaStream_t stream) {
   const LinearPlan plan = plan_linear(p.m, p.n, p.k);
   if (p.m == 0) return cudaSuccess;
+  const LinearStore<T> ep = linear_store<T>(p);
   if (plan.kind == LinearPlan::Gemv) {
-    return plan.gemv_tiles == 1 ? launch_gemv<F, T, 1>(p, plan.gemv_warps, stream)
-                                : launch_gemv<F, T, 2>(p, plan.gemv_warps, stream);
+    return plan.gemv_tiles == 1 ? launch_gemv<F, T, 1>(p, ep, plan.gemv_warps, stream)
+                                : launch_gemv<F, T, 2>(p, ep, plan.gemv_warps, stream);
   }
   p.partial = nullptr;
   p.tile_counter = nullptr;
@@ -193,34 +219,60 @@ cudaError_t launch_linear_unchecked(LinearParams p, void* partial, cudaStream_t 
       return e;
     }
   }
-  const dim3 grid(p.n / kGemmRows, (p.m + kGemmTokens - 1) / kGemmTokens, plan.gemm_split);
   if (variant == 2) {
-    static const cudaError_t attr2 = cudaFuncSetAttribute(w4_gemm_kernel<F, T, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          int(GemmStageLayout::kTotal));
+    static const cudaError_t attr2 = cudaFuncSetAttribute(w4_gemm_kernel<F, T, 2, LinearStore<T>>,
+                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(GemmStageLayout::kTotal));
     if (attr2 != cudaSuccess) return attr2;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
+    cfg.gridDim = dim3(p.n / kGemmRows, (p.m + kGemmTokens - 1) / kGemmTokens, plan.gemm_split);
     cfg.blockDim = dim3(128);
     cfg.dynamicSmemBytes = GemmStageLayout::kTotal;
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemm_kernel<F, T, 2>, p)) return e;
+    if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemm_kernel<F, T, 2, LinearStore<T>>, p, ep)) return e;
     return cudaGetLastError();
   }
-  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemm_kernel<F, T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(GemmStageLayout::kTotal));
-  if (attr != cudaSuccess) return attr;
-  w4_gemm_kernel<F, T, 1><<<grid, 128, GemmStageLayout::kTotal, stream>>>(p);
-  if (plan.gemm_split > 1) {
-    const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
-    const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
-    w4_finish_kernel<F, T><<<blocks, 256, 0, stream>>>(p);
+  return launch_gemm1<F, T>(p, ep, plan.gemm_split, stream);
+}
+
+// Split-K partials launch_linear_epilogue uses at most, in floats, for any m and n: the GEMM
+// splits K only while its grid has fewer than kTargetCtas tiles of kGemmRows x kGemmTokens, so
+// then m * n < kTargetCtas * kGemmRows * kGemmTokens (variant 1 adds all slices into one [m, n]).
+constexpr int64_t kEpilogueSplitFloats = int64_t(kTargetCtas) * kGemmRows * kGemmTokens;
+
+// y = x · dequant(W)ᵀ (not gated) with each output element handed to `ep` (LinearStore's call
+// operator) instead of stored: the path generated code takes (kiln.QuantLinear, its consumers
+// folded into `ep`). Only the default variants (GEMV 8 at M = 1 where it applies, 5 up to
+// M = 16, GEMM 1 above), so that a generated library instantiates few kernels. Split-K partials
+// go to `workspace` (min(m * n, kEpilogueSplitFloats) floats suffice; with fewer bytes K is not
+// split). A failed launch is returned and cleared from the thread's last-error slot.
+template <Format F, typename T, class Ep>
+cudaError_t launch_linear_epilogue(LinearParams p, const Ep& ep, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (p.m == 0) return cudaSuccess;
+  p.act = Activation::None;
+  p.partial = nullptr;
+  p.tile_counter = nullptr;
+  const LinearPlan plan = plan_linear(p.m, p.n, p.k);
+  cudaError_t e = cudaSuccess;
+  if (plan.kind == LinearPlan::Gemv) {
+    e = plan.gemv_tiles == 1 ? launch_gemv_default<F, T, 1>(p, ep, plan.gemv_warps, stream)
+                             : launch_gemv_default<F, T, 2>(p, ep, plan.gemv_warps, stream);
+  } else {
+    int split = plan.gemm_split;
+    const size_t partial_bytes = size_t(p.m) * p.n * sizeof(float);
+    if (split > 1 && (workspace == nullptr || workspace_bytes < partial_bytes)) split = 1;
+    if (split > 1) {
+      p.partial = static_cast<float*>(workspace);
+      e = cudaMemsetAsync(p.partial, 0, partial_bytes, stream);
+    }
+    if (e == cudaSuccess) e = launch_gemm1<F, T>(p, ep, split, stream);
   }
-  return cudaGetLastError();
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e;
 }
 
 }  // namespace kiln::quant::gpu

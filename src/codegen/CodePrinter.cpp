@@ -38,6 +38,21 @@ class FindVectorAccess : public IRVisitor {
     note(op->buffer, op->index);
     IRVisitor::visit(op);
   }
+  // The 4-bit kernels (kernels/quant/) read x and the weight in 16-byte vectors and the scales
+  // (and INT4's zeros) in 4-byte words. (NVFP4's tensor scale is read by the epilogue.)
+  void visit(const TemplateContraction* op) override {
+    if (op->w4) {
+      const Buffer none;
+      const Buffer& zeros = op->w4->format == W4Format::Int4 ? op->w4->extra : none;
+      for (const auto& [b, bytes] : {std::pair{&op->a.buffer, 16}, {&op->w4->weight, 16}, {&op->w4->scales, 4}, {&zeros, 4}}) {
+        if (b->defined() && (*b)->scope == MemoryScope::Global) {
+          int& a = alignment[b->get()];
+          a = std::max(a, bytes);
+        }
+      }
+    }
+    IRVisitor::visit(op);
+  }
 };
 
 class TouchedBuffers : public IRVisitor {
@@ -59,6 +74,11 @@ class TouchedBuffers : public IRVisitor {
   void visit(const TemplateContraction* op) override {
     touched.insert(op->a.buffer.get());
     for (const ContractionOperand& b : op->b) touched.insert(b.buffer.get());
+    if (op->w4) {
+      for (const Buffer* w : {&op->w4->weight, &op->w4->scales, &op->w4->extra}) {
+        if (w->defined()) touched.insert(w->get());
+      }
+    }
     if (op->split_k.defined()) touched.insert(op->split_k.get());
     IRVisitor::visit(op);
   }

@@ -274,6 +274,10 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
 // schedule chose: the small-M kernel when M is at most config.gemv_max_m, the tensor-core
 // kernel otherwise (both compiled; M is often a symbol, so the choice is made per call).
 void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
+  if (op->w4) {
+    print_w4_call(f, stage, op);
+    return;
+  }
   const GemmTemplate& c = op->config;
   const std::string t = type_name(op->a.buffer->dtype);
   auto s = [](int64_t v) { return std::to_string(v); };
@@ -341,6 +345,37 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
     line() << "    problem.m <= " << paths[p].first << " ? " << paths[p].second << " :\n";
   }
   line() << "    " << paths.back().second << ";\n";
+  line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
+  close_block();
+}
+
+// A kiln.QuantLinear through kernels/quant/ (w4_launch.cuh's launch_linear_epilogue): the
+// kernels' LinearParams from the bound buffers and symbols, the generated epilogue functor in
+// place of their store, the split-K partials in the function's workspace. The kernels pick the
+// GEMV (M <= 16) or the GEMM per call from the bound M, as plan_linear does for libkiln_quant.
+void CudaPrinter::print_w4_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
+  const W4Weight& w = *op->w4;
+  static const char* const kFormat[] = {"NvFp4", "MxFp4", "Int4"};
+  const std::string format = std::string("kiln::quant::gpu::Format::") + kFormat[static_cast<int>(w.format)];
+  open_block("");
+  line() << "// " << op->description << "\n";
+  line() << "// path: " << op->config.reason << "\n";
+  line() << "kiln::quant::gpu::LinearParams params{};\n";
+  line() << "params.x = " << buffer_name(op->a.buffer) << ";\n";
+  line() << "params.weight = reinterpret_cast<const uint8_t*>(" << buffer_name(w.weight) << ");\n";
+  line() << "params.scale = " << buffer_name(w.scales) << ";\n";
+  if (w.format == W4Format::Int4) line() << "params.zero = " << buffer_name(w.extra) << ";\n";
+  if (w.format == W4Format::NvFp4) line() << "params.scale2 = nullptr;  // the tensor scale is applied by the epilogue\n";
+  line() << "params.m = static_cast<int>(" << expr(op->m) << ");\n";
+  line() << "params.n = static_cast<int>(" << expr(op->n) << ");\n";
+  line() << "params.k = static_cast<int>(" << expr(op->k) << ");\n";
+  line() << "params.group = " << w.group << ";\n";
+  line() << "const " << epilogue_name(f, stage) << " epilogue{" << compute_args(f, buffers_used(f, op->epilogue)) << "};\n";
+  line() << "const cudaError_t launched = kiln::quant::gpu::launch_linear_epilogue<" << format << ", "
+         << type_name(op->a.buffer->dtype) << ">(params, epilogue, "
+         << (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<size_t>(" + expr(op->split_k.num_elements()) + ") * 4"
+                                   : std::string("nullptr, 0"))
+         << ", static_cast<cudaStream_t>(stream));\n";
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
   close_block();
 }

@@ -332,13 +332,16 @@ Stmt Allocate::make(Buffer buffer, Stmt body) {
 Stmt TemplateContraction::make(std::vector<Expr> batch_extents, Expr m, Expr n, Expr k, ContractionOperand a,
                                std::vector<ContractionOperand> b, Expr batch_var, Expr m_var, Expr n_var,
                                std::vector<Expr> acc_vars, Stmt epilogue, Stmt reference, Buffer split_k,
-                               GemmTemplate config, std::string description) {
+                               GemmTemplate config, std::string description, std::optional<W4Weight> w4) {
   KILN_ASSERT(m.defined() && n.defined() && k.defined() && epilogue.defined() && reference.defined(),
               "malformed TemplateContraction");
-  KILN_ASSERT(!b.empty() && b.size() <= 2 && acc_vars.size() == b.size(), "TemplateContraction with {} B operands",
-              b.size());
+  KILN_ASSERT(w4 ? b.empty() && acc_vars.size() == 1 && config.w4 && w4->weight.defined() && w4->scales.defined()
+                 : !b.empty() && b.size() <= 2 && acc_vars.size() == b.size() && !config.w4,
+              "TemplateContraction with {} B operands", b.size());
   KILN_ASSERT(batch_extents.size() <= 4, "TemplateContraction with {} batch dims (at most 4)", batch_extents.size());
-  for (const ContractionOperand* op : {&a, &b[0], &b.back()}) {
+  std::vector<const ContractionOperand*> operands{&a};
+  for (const ContractionOperand& op : b) operands.push_back(&op);
+  for (const ContractionOperand* op : operands) {
     KILN_ASSERT(op->buffer.defined() && op->offset.defined() && op->stride_mn.defined() && op->stride_k.defined() &&
                     op->batch_strides.size() == batch_extents.size(),
                 "malformed TemplateContraction operand");
@@ -364,6 +367,7 @@ Stmt TemplateContraction::make(std::vector<Expr> batch_extents, Expr m, Expr n, 
   node->split_k = std::move(split_k);
   node->config = std::move(config);
   node->description = std::move(description);
+  node->w4 = std::move(w4);
   return Stmt(std::move(node));
 }
 
@@ -371,7 +375,7 @@ Stmt TemplateContraction::with(std::vector<Expr> batch_extents_, Expr m_, Expr n
                                std::vector<ContractionOperand> b_, Stmt epilogue_, Stmt reference_) const {
   return make(std::move(batch_extents_), std::move(m_), std::move(n_), std::move(k_), std::move(a_), std::move(b_),
               batch_var, m_var, n_var, acc_vars, std::move(epilogue_), std::move(reference_), split_k, config,
-              description);
+              description, w4);
 }
 
 Stmt Evaluate::make(Expr value) {

@@ -109,12 +109,14 @@ void IRVisitor::visit(const TemplateContraction* op) {
   visit(op->m);
   visit(op->n);
   visit(op->k);
-  for (const ContractionOperand* x : {&op->a, &op->b[0], &op->b.back()}) {
-    visit(x->offset);
-    visit(x->stride_mn);
-    visit(x->stride_k);
-    for (const Expr& e : x->batch_strides) visit(e);
-  }
+  auto operand = [&](const ContractionOperand& x) {
+    visit(x.offset);
+    visit(x.stride_mn);
+    visit(x.stride_k);
+    for (const Expr& e : x.batch_strides) visit(e);
+  };
+  operand(op->a);
+  for (const ContractionOperand& x : op->b) operand(x);
   visit(op->epilogue);
   visit(op->reference);
 }

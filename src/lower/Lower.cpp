@@ -273,8 +273,8 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     func.stage_notes.push_back(t.name() + " = " + (t->origin.empty() ? std::string("(no source node)") : t->origin) +
                                "; schedule: " +
                                (contraction ? (stage_schedule->gemm_template
-                                                   ? std::string("no contraction template (its factors are not float16/"
-                                                                 "bfloat16 buffers read at affine addresses), ")
+                                                   ? "no contraction template (" +
+                                                         template_refusal(stage_tensors, buffer_map, schedule) + "), "
                                                    : std::string()) +
                                                   stage_schedule->contraction_description
                                 : stage_schedule ? stage_schedule->description : std::string("serial loops")));

@@ -195,12 +195,71 @@ std::optional<ContractionOperand> operand_of(const Expr& factor, const Roles& r,
   return ContractionOperand{buffer, simplify(flat->constant), *stride_mn, *stride_k, strides(r.batch_vars)};
 }
 
-// A contraction stage the templates can compute, with its operands.
+// A contraction stage the templates can compute, with its operands (b unused with w4).
 struct Candidate {
   te::Contraction contraction;
   Roles roles;
   ContractionOperand a, b;
+  std::optional<W4Weight> w4;
 };
+
+// kernels/quant/'s tiles: N a multiple of the GEMV's 16 rows, K of the 128-k step.
+constexpr int64_t kW4RowMultiple = 16, kW4KMultiple = 128;
+// Split-K partials of kernels/quant/ launch_linear_epilogue at most (kEpilogueSplitFloats).
+constexpr int64_t kW4SplitFloats = int64_t(2 * 132) * 128 * 64;
+
+// A kiln.QuantLinear accumulator (te::QuantLinearInfo) as a call of kernels/quant/, or why not
+// (`why`). The kernels read x [M, K] row-major with float16/bfloat16 elements, and the weight,
+// scales and tensor scale/zeros as function inputs: the GEMV requests weights before waiting for
+// the previous kernel (programmatic dependent launch), so they must not be written by this
+// function.
+std::optional<Candidate> analyze_w4(const LoweringStage& s, const Buffers& buffers, std::string* why) {
+  const te::QuantLinearInfo& q = *s.inlined->quant_linear;
+  auto refuse = [&](const std::string& reason) -> std::optional<Candidate> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (q.format == te::QuantLinearFormat::MxFp4) {
+    // The kernels fold an E8M0 block scale into one 16-bit multiplier (codes <= 128, checked by
+    // quant::prepack on the host); a weight passed at run time is not checked, so no kernel.
+    return refuse("MXFP4 weights: the 4-bit kernels take block scales up to 2^1 only, which is not checked at run time");
+  }
+  if (s.inlined->pattern != te::Pattern::Reduction) return refuse("not a reduction");
+  auto c = te::as_contraction(s.inlined);
+  if (!c || !c->batch_axes.empty() || c->n_axes.size() != 1) return refuse("not a plain [M, K] x [N, K] contraction");
+  const TensorRead* rx = template_factor(c->a, false);
+  if (!rx) return refuse("x is not a float16/bfloat16 tensor read");
+  const DType dx = rx->tensor->dtype;
+  Roles roles = roles_of(s.inlined, *c);
+  auto a = operand_of(c->a, roles, true, false, buffers);
+  const Expr N = product(roles.n_ext), K = product(roles.k_ext);
+  if (!a || !is_zero(a->offset) || !is_one(a->stride_k) || !equal_for_all_symbols(a->stride_mn, K)) {
+    return refuse("x is not read as a whole row-major [M, K] buffer");
+  }
+  const auto n = as_const_int(N), k = as_const_int(K);
+  if (!n || !k || *n % kW4RowMultiple != 0 || *k % kW4KMultiple != 0) {
+    return refuse("N = " + to_string(N) + ", K = " + to_string(K) + ": the 4-bit kernels need N a multiple of " +
+                  std::to_string(kW4RowMultiple) + " and K of " + std::to_string(kW4KMultiple));
+  }
+  auto input = [&](const te::Tensor& t) -> std::optional<Buffer> {
+    if (!t.defined() || !t.is_placeholder()) return std::nullopt;
+    auto it = buffers.find(t.node().get());
+    return it == buffers.end() ? std::nullopt : std::optional<Buffer>(it->second);
+  };
+  W4Weight w;
+  w.format = q.format == te::QuantLinearFormat::NvFp4 ? W4Format::NvFp4 : W4Format::Int4;
+  w.group = q.group;
+  auto weight = input(q.weight), scales = input(q.scales), extra = input(q.extra);
+  if (!weight || !scales || !extra) return refuse("the 4-bit weight, its scales or its tensor scale/zeros are not inputs of the function");
+  w.weight = *weight;
+  w.scales = *scales;
+  w.extra = *extra;
+  if (w.format == W4Format::Int4 && (q.scales.dtype() != dx || q.extra.dtype() != dx)) {
+    return refuse("INT4 scales and zeros of " + std::string(dtype_name(q.scales.dtype())) + " with " +
+                  std::string(dtype_name(dx)) + " activations (the kernels read them as the activation dtype; kiln quantize --scale-dtype chooses it)");
+  }
+  return Candidate{*c, std::move(roles), *a, *a, std::move(w)};
+}
 
 // The operands of contraction stage `s`, when the templates can read them.
 std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers, bool tf32) {
@@ -215,12 +274,17 @@ std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers,
   if (roles.batch_vars.size() > kMaxBatchRank) return std::nullopt;
   auto a = operand_of(c->a, roles, true, tf32, buffers), b = operand_of(c->b, roles, false, tf32, buffers);
   if (!a || !b) return std::nullopt;
-  return Candidate{*c, std::move(roles), *a, *b};
+  return Candidate{*c, std::move(roles), *a, *b, std::nullopt};
 }
 
-std::optional<Candidate> candidate_of(const LoweringStage& s, const Buffers& buffers, const Schedule& schedule) {
+std::optional<Candidate> candidate_of(const LoweringStage& s, const Buffers& buffers, const Schedule& schedule,
+                                     std::string* why = nullptr) {
   const StageSchedule* ss = schedule.find(s.inlined.name());
   if (!ss || !ss->gemm_template) return std::nullopt;
+  if (ss->gemm_template->w4) {
+    if (!s.inlined->quant_linear) return std::nullopt;
+    return analyze_w4(s, buffers, why);
+  }
   return analyze(s, buffers, ss->gemm_template->tf32);
 }
 
@@ -240,6 +304,7 @@ bool same_operand(const ContractionOperand& x, const ContractionOperand& y) {
 // Two contractions that can run as one dual product: the same A, the same split of the same
 // output axes, the same reduction extents.
 bool shares_a(const Candidate& x, const Candidate& y) {
+  if (x.w4 || y.w4) return false;  // kernels/quant/'s fused gate/up needs the weights interleaved
   return x.contraction.batch_axes == y.contraction.batch_axes && x.contraction.m_axes == y.contraction.m_axes &&
          x.contraction.n_axes == y.contraction.n_axes && same_operand(x.a, y.a) &&
          same_exprs(x.roles.batch_ext, y.roles.batch_ext) && same_exprs(x.roles.m_ext, y.roles.m_ext) &&
@@ -418,11 +483,17 @@ std::vector<TemplateGroup> plan_template_contractions(const std::vector<Lowering
   return out;
 }
 
+std::string template_refusal(const LoweringStage& stage, const Buffers& buffers, const Schedule& schedule) {
+  std::string why;
+  if (candidate_of(stage, buffers, schedule, &why)) return "";
+  return why.empty() ? "its factors are not float16/bfloat16 buffers read at affine addresses" : why;
+}
+
 Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, const GemmTemplate& config) {
   // Recomputed here (planning checked them): the operands of each contraction.
   std::vector<Candidate> candidates;
   for (const LoweringStage& s : group.contractions) {
-    auto c = analyze(s, buffers, config.tf32);
+    auto c = config.w4 ? analyze_w4(s, buffers, nullptr) : analyze(s, buffers, config.tf32);
     KILN_ASSERT(c, "template contraction {} is no longer a candidate", s.inlined.name());
     candidates.push_back(*c);
   }
@@ -445,28 +516,43 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
     for (int d = 0; d < t.ndim(); ++d) map.emplace_back(t->axes[d].var, first->axes[d].var);
     return map;
   };
-  std::vector<std::pair<Expr, Expr>> lets;
-  for (const LoweringStage& s : group.chain) {
-    const Expr value = ReadsToValues(values).mutate(substitute(s.inlined->body, to_first_axes(s.inlined)));
-    const Expr v = var(s.inlined.name() + "_value", value.type());
-    lets.emplace_back(v, value);
-    values[s.original.node().get()] = v;
-  }
+  // The chain's values as lets, then the store of the last one, given the accumulators' values.
   const LoweringStage& written = group.written();
   const Buffer& out = buffers.at(written.original.node().get());
-  std::vector<Expr> index;
-  for (const IterVar& axis : first->axes) index.push_back(axis.var);
-  const Expr result = values.at(written.original.node().get());
-  Stmt core = Store::make(out, result.type() == Type(out->dtype) ? result : cast(Type(out->dtype), result),
-                          simplify(out.flat_index(index)));
-  for (auto it = lets.rbegin(); it != lets.rend(); ++it) core = LetStmt::make(it->first, it->second, core);
+  auto make_core = [&](std::map<const te::TensorNode*, Expr> chain_values) {
+    std::vector<std::pair<Expr, Expr>> lets;
+    for (const LoweringStage& s : group.chain) {
+      const Expr value = ReadsToValues(chain_values).mutate(substitute(s.inlined->body, to_first_axes(s.inlined)));
+      const Expr v = var(s.inlined.name() + "_value", value.type());
+      lets.emplace_back(v, value);
+      chain_values[s.original.node().get()] = v;
+    }
+    std::vector<Expr> index;
+    for (const IterVar& axis : first->axes) index.push_back(axis.var);
+    const Expr result = chain_values.at(written.original.node().get());
+    Stmt core = Store::make(out, result.type() == Type(out->dtype) ? result : cast(Type(out->dtype), result),
+                            simplify(out.flat_index(index)));
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) core = LetStmt::make(it->first, it->second, core);
+    return core;
+  };
+  const Stmt core = make_core(values);
+  // The kernels' accumulator: NVFP4's tensor scale (any float dtype: plugins for 16-bit
+  // activations pass it as such) is applied by the epilogue, not by the kernels
+  // (LinearParams::scale2 = null); the reference's accumulator has it already.
+  Stmt kernel_core = core;
+  if (config.w4 && first->quant_linear->format == te::QuantLinearFormat::NvFp4) {
+    const te::Tensor& scale = first->quant_linear->extra;
+    Expr& acc = values[group.contractions[0].original.node().get()];
+    acc = acc * cast(Type(DType::Float32), scale(std::vector<Expr>(scale.ndim(), Expr(0))));
+    kernel_core = make_core(values);
+  }
 
   std::vector<std::pair<Expr, Expr>> digits;
   unflatten(batch_var, roles.batch_vars, roles.batch_ext, digits);
   unflatten(m_var, roles.m_vars, roles.m_ext, digits);
   unflatten(n_var, roles.n_vars, roles.n_ext, digits);
   // Substituted rather than bound, so that (m / seq) * seq + m % seq folds back to m.
-  const Stmt epilogue = simplify(substitute(core, digits));
+  const Stmt epilogue = simplify(substitute(kernel_core, digits));
 
   // The reference: for each output element, each accumulator summed in order, then the core.
   Stmt reference = core;
@@ -483,13 +569,21 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
   }
   for (int d = first.ndim(); d-- > 0;) reference = For::make(first->axes[d].var, 0, first.shape(d), ForKind::Serial, reference);
 
+  const std::optional<W4Weight>& w4 = candidates.front().w4;
   std::vector<ContractionOperand> b;
-  for (const Candidate& c : candidates) b.push_back(c.b);
+  for (const Candidate& c : candidates) {
+    if (!w4) b.push_back(c.b);
+  }
   const Expr M = product(roles.m_ext), N = product(roles.n_ext), K = product(roles.k_ext);
-  const Buffer split_k = Buffer::make(name + "_split_k", DType::Float32,
-                                      {simplify(select(M <= Expr(256), Expr(8) * M * N + Expr(1024), Expr(0)))});
+  const Expr split_floats = w4 ? select(M <= Expr(16), Expr(0), min(M * N, Expr(kW4SplitFloats)))
+                               : select(M <= Expr(256), Expr(8) * M * N + Expr(1024), Expr(0));
+  const Buffer split_k = Buffer::make(name + "_split_k", DType::Float32, {simplify(split_floats)});
   std::string description = (group.contractions.size() == 2 ? "dual contraction " : "contraction ") + name;
   if (group.contractions.size() == 2) description += " and " + group.contractions[1].inlined.name();
+  if (w4) {
+    static const char* const kFormat[] = {"NVFP4", "MXFP4", "INT4"};
+    description += " with " + std::string(kFormat[static_cast<int>(w4->format)]) + " weight " + w4->weight->name;
+  }
   description += " (" + std::string(dtype_name(candidates.front().a.buffer->dtype)) + ", M = " + to_string(M) +
                  ", N = " + to_string(N) + ", K = " + to_string(K) + ")";
   if (!group.chain.empty()) {
@@ -497,7 +591,7 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
     for (const LoweringStage& s : group.chain) description += " " + s.inlined.name();
   }
   return TemplateContraction::make(roles.batch_ext, M, N, K, candidates.front().a, std::move(b), batch_var, m_var,
-                                   n_var, std::move(acc_vars), epilogue, reference, split_k, config, description);
+                                   n_var, std::move(acc_vars), epilogue, reference, split_k, config, description, w4);
 }
 
 }  // namespace kiln

@@ -10,6 +10,11 @@
 // it) when E is the only reader, reads it only at E's own index, and has its shape: E's value
 // becomes the epilogue. When E reads two such chains whose contractions share their A operand
 // (the gate and up projections of a gated MLP), the two become one dual product.
+//
+// A kiln.QuantLinear accumulator (te::QuantLinearInfo; its schedule's gemm_template has `w4`) is
+// a candidate too when x is a whole row-major [M, K] float16/bfloat16 buffer, N and K fit the
+// 4-bit kernels' tiles and the weight operands are function inputs: it becomes a call of
+// kernels/quant/ with the same folded epilogue (never a dual product).
 #include <map>
 #include <optional>
 #include <set>
@@ -47,6 +52,10 @@ std::vector<TemplateGroup> plan_template_contractions(const std::vector<Lowering
                                                       const std::set<const te::TensorNode*>& outputs,
                                                       const std::map<const te::TensorNode*, ir::Buffer>& buffers,
                                                       const Schedule& schedule);
+
+// Why `stage`, whose schedule has a gemm_template, is not a template call ("" when it can be).
+std::string template_refusal(const LoweringStage& stage, const std::map<const te::TensorNode*, ir::Buffer>& buffers,
+                             const Schedule& schedule);
 
 // The TemplateContraction of `group` (its written tensor's buffer is in `buffers`).
 ir::Stmt template_contraction(const TemplateGroup& group, const std::map<const te::TensorNode*, ir::Buffer>& buffers,

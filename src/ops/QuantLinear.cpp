@@ -6,8 +6,9 @@
 //            INT4: float16/bfloat16), then NVFP4: tensor scale (float32 as quantized) [] or [1] /
 //            INT4: zeros like scales / MXFP4: absent, then an optional bias [N].
 //   attributes  in_features (K), out_features (N), block_size, format ("nvfp4", "mxfp4", "int4").
-// Accumulates in float32. The expression below is the reference; the GPU path uses the
-// hand-written kernels in kernels/quant/ behind the same contract.
+// Accumulates in float32. The expression below is the reference (the CPU backend runs it); its
+// accumulator is marked (te::QuantLinearInfo) so that the CUDA lowering can compute it with the
+// hand-written kernels of kernels/quant/ instead (src/lower/TemplateContraction.cpp).
 #include <cmath>
 
 #include "Families.h"
@@ -126,6 +127,16 @@ std::vector<te::Tensor> build_quant_linear(OpContext& ctx) {
         return te::sum(f32(x(xi)) * weight_at(i.back(), kk.var), {kk});
       },
       node.describe());
+  te::QuantLinearInfo info;
+  info.format = format == Format::NvFp4   ? te::QuantLinearFormat::NvFp4
+                : format == Format::MxFp4 ? te::QuantLinearFormat::MxFp4
+                                          : te::QuantLinearFormat::Int4;
+  info.group = block;
+  info.x = x;
+  info.weight = w;
+  info.scales = scales;
+  if (format != Format::MxFp4) info.extra = ctx.input(3);
+  acc = te::with_quant_linear(acc, std::move(info));
   const bool has_bias = ctx.has_input(4);
   if (has_bias && (ctx.input(4).ndim() != 1 || !is_const_int(ctx.input(4).shape(0), n))) {
     ctx.fail("input 'bias' must have shape [{}]", n);

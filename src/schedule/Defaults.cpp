@@ -252,6 +252,21 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   return g;
 }
 
+// A kiln.QuantLinear accumulator with float16/bfloat16 activations: the 4-bit weight kernels of
+// kernels/quant/ (lowering checks the operands and keeps the tiled path where they do not fit).
+std::optional<GemmTemplate> quant_template(const te::Tensor& t) {
+  const te::QuantLinearInfo& q = *t->quant_linear;
+  const DType dx = q.x.dtype();
+  if (t.dtype() != DType::Float32 || (dx != DType::Float16 && dx != DType::BFloat16)) return std::nullopt;
+  GemmTemplate g;
+  g.w4 = true;
+  g.gemv_max_m = 16;
+  g.reason = std::string(dtype_name(dx)) +
+             " activations, 4-bit weights: kernels/quant/ (M <= 16: GEMV, variant 8 at M = 1, 5 above; "
+             "tensor-core GEMM above, split-K through the workspace), the consumers in its epilogue";
+  return g;
+}
+
 std::string describe(const ContractionTile& tile) {
   auto s = [](int64_t v) { return std::to_string(v); };
   return "contraction tiled through shared memory: a block per " + s(tile.m) + " x " + s(tile.n) + " output tile (" +
@@ -360,6 +375,7 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
         s.contraction_description = describe(*s.contraction_tile);
         s.gemm_template = gemm_template(t, *c, options.allow_tf32);
       }
+      if (t->quant_linear) s.gemm_template = quant_template(t);
     } else if (t.ndim() >= 2) {
       const Expr r = product(t.shape(), 0, t.shape().size() - 1), c = simplify(t.shape().back());
       const Row* row = matching_row(r, c);

@@ -28,7 +28,7 @@ Expr Tensor::operator()(std::vector<Expr> indices) const {
 Tensor placeholder(std::string name, DType dtype, std::vector<Expr> shape) {
   for (const Expr& d : shape) KILN_ASSERT(d.defined() && d.type() == kIndexType, "placeholder {} dim", name);
   return Tensor(std::make_shared<const TensorNode>(
-      TensorNode{std::move(name), dtype, std::move(shape), {}, Expr(), Pattern::Placeholder, ""}));
+      TensorNode{std::move(name), dtype, std::move(shape), {}, Expr(), Pattern::Placeholder, "", nullptr}));
 }
 
 Tensor compute(std::string name, std::vector<Expr> shape, const ComputeFn& fn, std::string origin) {
@@ -45,7 +45,14 @@ Tensor compute(std::string name, std::vector<Expr> shape, const ComputeFn& fn, s
   const Pattern pattern = body.as<Reduce>() ? Pattern::Reduction : Pattern::Injective;
   const DType dtype = body.type().dtype;
   return Tensor(std::make_shared<const TensorNode>(TensorNode{
-      std::move(name), dtype, std::move(shape), std::move(axes), std::move(body), pattern, std::move(origin)}));
+      std::move(name), dtype, std::move(shape), std::move(axes), std::move(body), pattern, std::move(origin), nullptr}));
+}
+
+Tensor with_quant_linear(const Tensor& t, QuantLinearInfo info) {
+  KILN_ASSERT(!t.is_placeholder(), "with_quant_linear on placeholder {}", t.name());
+  TensorNode node = *t.operator->();
+  node.quant_linear = std::make_shared<const QuantLinearInfo>(std::move(info));
+  return Tensor(std::make_shared<const TensorNode>(std::move(node)));
 }
 
 IterVar reduce_axis(Expr extent, std::string name) { return IterVar{var(std::move(name)), std::move(extent)}; }

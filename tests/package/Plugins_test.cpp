@@ -8,9 +8,11 @@
 #include <fstream>
 #include <random>
 
+#include "kiln/onnx/Export.h"
 #include "kiln/onnx/Import.h"
 #include "kiln/package/PluginNodes.h"
 #include "kiln/package/Plugins.h"
+#include "kiln/quant/QuantizeModel.h"
 #include "kiln/runtime/GraphRunner.h"
 #include "kiln/support/Error.h"
 
@@ -130,6 +132,41 @@ TEST(Plugins, MlpPackagesAndRewrittenModel) {
   for (const Node& n : rewritten.nodes) plugin_nodes += n.domain == package::kPluginDomain;
   EXPECT_EQ(plugin_nodes, 5);
   expect_same_on_cpu(kMlp, r.rewritten_model, "x", {2, 3, 64});
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// `kiln plugins --op-types QuantLinear` on the example MLP after `kiln quantize --format nvfp4`:
+// the float16 package of the down projection (K = 256, N = 64) calls the 4-bit kernels of
+// kernels/quant/ with the tensor scale it gets as float16 applied by the epilogue; gate and up
+// (K = 64) keep the generated path and say why; the rewritten model still computes the same.
+TEST(Plugins, QuantLinearPackagesCallThe4BitKernels) {
+  Graph g = load_onnx(kMlp);
+  quant::QuantizeModelOptions q;
+  q.spec.format = quant::QuantFormat::NvFp4;
+  quant::quantize_model(g, q);
+  const std::string model = (fs::temp_directory_path() / "kiln_plugins_test_mlp_nvfp4.onnx").string();
+  save_onnx(g, model);
+  package::PluginOptions o = no_build();
+  o.op_types = {"QuantLinear"};
+  o.dtypes = {DType::Float16};
+  const std::string dir = out_dir("quant");
+  const package::PluginsResult r = package::make_plugins(model, dir, o);
+  ASSERT_EQ(r.plugins.size(), 3u);
+  for (const package::PluginSummary& p : r.plugins) {
+    const std::string kernels = read_text(dir + "/" + p.kernel_sources.at(0));
+    if (p.name == "kiln_down_proj") {
+      EXPECT_NE(kernels.find("launch_linear_epilogue<kiln::quant::gpu::Format::NvFp4, __half>"), std::string::npos) << kernels;
+      EXPECT_NE(kernels.find("params.scale2 = nullptr"), std::string::npos);
+    } else {
+      EXPECT_EQ(kernels.find("launch_linear_epilogue"), std::string::npos) << p.name;
+      EXPECT_NE(kernels.find("the 4-bit kernels need N a multiple of 16 and K of 128"), std::string::npos) << p.name;
+    }
+  }
+  expect_same_on_cpu(model, r.rewritten_model, "x", {1, 3, 64});
 }
 
 TEST(Plugins, FusedGroupBecomesOneNode) {

@@ -47,6 +47,9 @@ struct GemmTemplate {
   GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
+  // A kiln.QuantLinear: the 4-bit weight kernels of kernels/quant/ (launch_linear_epilogue: GEMV
+  // up to gemv_max_m, GEMM above) instead of kernels/gemm/; the tile knobs above are unused.
+  bool w4 = false;
   std::string reason;  // why this path and these knobs; printed above the call
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // The IR node structs. Each is immutable and built through its validating `make` factory.
 // Expressions are typed; binary operands must have equal types (IROperator.h converts).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -270,13 +271,26 @@ struct ContractionOperand {
   std::vector<Expr> batch_strides;  // one per batch extent; 0 broadcasts
 };
 
+// The 4-bit weight of a kiln.QuantLinear computed by kernels/quant/ (a TemplateContraction with
+// `w4`): B[b, k, n] = dequant(weight)[n, k] in the node's stored layout (include/kiln/quant/
+// QuantizedWeight.h): weight uint8 [N, K/2], scales [N, K/group], extra = NVFP4's tensor scale
+// (any float dtype; the epilogue applies it) or INT4's zeros (undefined for MXFP4).
+enum class W4Format : uint8_t { NvFp4, MxFp4, Int4 };
+struct W4Weight {
+  W4Format format = W4Format::NvFp4;
+  int64_t group = 16;
+  Buffer weight, scales, extra;
+};
+
 // A contraction computed by a hand-written template of kernels/gemm/, the elementwise stages
 // that consumed it folded into its epilogue:
 //   acc_j[b, m, n] = sum_k A[b, m, k] * B_j[b, k, n]     (j < b.size(): 1, or 2 for a dual product)
 // `epilogue` stores the results for one (batch_var, m_var, n_var), reading acc_vars (float32),
 // and is printed as the template's epilogue functor. `reference` is the same computation as plain
 // loops: the CPU backends run it, and every pass sees it like any other loop nest. `split_k` is
-// a Global temporary the template may use for partial sums (undefined: none).
+// a Global temporary the template may use for partial sums (undefined: none). With `w4` (a
+// QuantLinear's 4-bit weight, config.w4), B is that weight and `b` is empty: A is x [M, K]
+// row-major and the kernels of kernels/quant/ run instead (one accumulator).
 struct TemplateContraction : StmtNodeBase<TemplateContraction, NodeKind::TemplateContraction> {
   std::vector<Expr> batch_extents;
   Expr m, n, k;
@@ -288,10 +302,11 @@ struct TemplateContraction : StmtNodeBase<TemplateContraction, NodeKind::Templat
   Buffer split_k;
   GemmTemplate config;
   std::string description;  // the contraction in words, for the generated comment
+  std::optional<W4Weight> w4;
   static Stmt make(std::vector<Expr> batch_extents, Expr m, Expr n, Expr k, ContractionOperand a,
                    std::vector<ContractionOperand> b, Expr batch_var, Expr m_var, Expr n_var,
                    std::vector<Expr> acc_vars, Stmt epilogue, Stmt reference, Buffer split_k, GemmTemplate config,
-                   std::string description);
+                   std::string description, std::optional<W4Weight> w4 = std::nullopt);
   // The same node with new expressions and statements (the fields a mutator rebuilds).
   Stmt with(std::vector<Expr> batch_extents, Expr m, Expr n, Expr k, ContractionOperand a,
             std::vector<ContractionOperand> b, Stmt epilogue, Stmt reference) const;

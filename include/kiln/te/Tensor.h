@@ -4,6 +4,7 @@
 // i is `body` with the axis variables bound to i. A body may be a single Reduce. Tensors are
 // immutable and form a DAG through the TensorRead nodes in their bodies.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ enum class Pattern : uint8_t {
 };
 const char* pattern_name(Pattern pattern);
 
+struct QuantLinearInfo;
+
 struct TensorNode {
   std::string name;
   DType dtype;
@@ -27,6 +30,9 @@ struct TensorNode {
   ir::Expr body;                  // undefined for placeholders
   Pattern pattern;
   std::string origin;             // the model node it implements, for comments and errors
+  // Set on a kiln.QuantLinear's accumulator (ops/QuantLinear.cpp): what its body decodes, so that
+  // lowering can give the contraction to the 4-bit kernels (kernels/quant/). Kept by inlining.
+  std::shared_ptr<const QuantLinearInfo> quant_linear;
 };
 
 class Tensor {
@@ -52,6 +58,19 @@ class Tensor {
  private:
   std::shared_ptr<const TensorNode> node_;
 };
+
+// A kiln.QuantLinear accumulator acc[..., n] = sum_k x[..., k] * dequant(weight)[n, k]: the
+// weight's format and block size, and the tensors the body reads (in the node's stored layout,
+// include/kiln/quant/QuantizedWeight.h). `extra` is the NVFP4 tensor scale or the INT4 zeros.
+enum class QuantLinearFormat : uint8_t { NvFp4, MxFp4, Int4 };
+struct QuantLinearInfo {
+  QuantLinearFormat format = QuantLinearFormat::NvFp4;
+  int64_t group = 16;
+  Tensor x, weight, scales, extra;
+};
+
+// `t` (a compute definition) marked as a QuantLinear accumulator.
+Tensor with_quant_linear(const Tensor& t, QuantLinearInfo info);
 
 Tensor placeholder(std::string name, DType dtype, std::vector<ir::Expr> shape);
 

@@ -8,6 +8,10 @@
 
 #include "kiln/codegen/runtime/kiln_cuda.cuh"
 #include "kiln/gemm/kiln_gemm.cuh"  // contraction templates (TemplateContraction stages)
+// 4-bit weight kernels (kiln.QuantLinear stages), reading the weights in the exported nibble order
+// kiln.QuantLinear stores (kiln/quant/w4_nibbles.h).
+#define KILN_QUANT_EXPORT_NIBBLE_ORDER 1
+#include "kiln/quant/w4_launch.cuh"
 #include "kiln/runtime/kiln_abi.h"
 #include "kiln/runtime/tvm_ffi_export.h"  // KILN_TVM_FFI_EXPORT after each entry point
 #include "kiln/runtime/validate.h"

@@ -1,0 +1,39 @@
+#pragma once
+// The nibble orders of a 4-bit weight word, shared by the kernels and host-side tests (plain C++).
+//
+// A 32-bit word (4 bytes, little-endian) holds 8 consecutive elements e0..e7 of a weight row.
+//   exported order (include/kiln/quant/QuantizedWeight.h, what checkpoints and kiln.QuantLinear
+//     nodes store): nibble i holds e_i (element 2j in the low nibble of byte j);
+//   kernel order (include/kiln/quant/Prepack.h, what libkiln_quant takes): nibble p holds
+//     e[0, 2, 4, 6, 1, 3, 5, 7][p], so that the pair (e2p, e2p+1) sits in nibbles p and p + 4.
+// The kernels decode kernel order. Generated code passes kiln.QuantLinear's stored (exported)
+// bytes as they are and defines KILN_QUANT_EXPORT_NIBBLE_ORDER before including the kernels:
+// each word is then reordered in registers as it is decoded (export_to_kernel_nibbles: 5 integer
+// instructions per 8 weights), instead of keeping a second, prepacked copy of the weights.
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define KILN_QUANT_HD __host__ __device__ __forceinline__
+#else
+#define KILN_QUANT_HD inline
+#endif
+
+namespace kiln::quant::gpu {
+
+KILN_QUANT_HD uint32_t export_to_kernel_nibbles(uint32_t x) {
+  // Swap nibbles 1 <-> 2 and 5 <-> 6 (e0 e2 e1 e3 | e4 e6 e5 e7), then bytes 1 <-> 2.
+  const uint32_t t = ((x >> 4) ^ x) & 0x00f000f0u;
+  x ^= t ^ (t << 4);
+  return (x & 0xff0000ffu) | ((x & 0x0000ff00u) << 8) | ((x & 0x00ff0000u) >> 8);
+}
+
+// The word as the decoders read it (see above).
+KILN_QUANT_HD uint32_t kernel_nibbles(uint32_t word) {
+#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
+  return export_to_kernel_nibbles(word);
+#else
+  return word;
+#endif
+}
+
+}  // namespace kiln::quant::gpu
