@@ -27,6 +27,10 @@ struct GemmTemplate {
   GemmTile tile{256, 128, 64, 4, 2, 3};
   GemmTile dual_mid_tile{64, 128, 32, 2, 2, 4};
   GemmTile dual_tile{128, 128, 32, 2, 4, 3};
+  // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
+  // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
+  GemmTile conv_tile{64, 128, 32, 2, 2, 2};
+  std::string conv_reason;
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
   std::string reason;  // why this path and these knobs; printed above the call
