@@ -117,7 +117,7 @@ def check_convs(args, dtypes):
             print("FAIL compile conv case %d %s:\n%s" % (i, dtype, log[-2000:]))
             failures += 1
             continue
-        source = open(os.path.join(out, [f for f in os.listdir(out) if f.endswith(".cu")][0])).read()
+        source = "".join(open(os.path.join(out, f)).read() for f in os.listdir(out) if f.endswith(".cu"))
         path_used = "implicit-GEMM" if "kiln::gemm::conv<" in source else "plain"
         model = KilnModel(out, path)
         for n in (1, 3):
