@@ -15,14 +15,15 @@
 // Why B is gathered along n (ow) and not along k: NCHW is channel-planar, so k (c, kh, kw) is
 // contiguous only within a kernel row, and the 8 taps of a 16-byte vector along ow are aligned
 // only for stride 1 and a pad that is a multiple of 8. Instead each warp gathers a k row of the B
-// tile over 32 consecutive pixels (64 contiguous bytes for stride 1; neighbouring taps hit L1),
-// through registers: the gather of step s + 1 is issued before the mmas of step s and stored to
-// shared memory after them. Each thread's pixels are fixed for the whole reduction, so their
-// (base offset, ih0, iw0) live in registers; the (c, kh, kw) of a k row is two divisions per row
-// per step. The shared B tile is k-major (a row per k, like a row-major [K, N] GEMM operand) and
-// read by ldmatrix.trans. A (the weight) is copied by cp.async in 16-byte chunks (TileCopy) when
-// its rows are 16-byte aligned, else gathered element-wise like B (C * KH * KW not a multiple of
-// 8: the first layer of an RGB network).
+// tile over 64 consecutive pixels (two per lane, stored as one 32-bit word; 128 contiguous bytes
+// for stride 1; neighbouring taps hit L1), through registers: the gather of step s + 1 is issued
+// before the mmas of step s and stored to shared memory after them. Each thread's pixels are fixed
+// for the whole reduction, so their window origin and, for windows of at most 32 taps, a mask of
+// the taps inside the image live in registers; a k row's (c, kh, kw) is warp-uniform (two 32-bit
+// divisions per warp and row). The shared B tile is k-major (a row per k, like a row-major [K, N]
+// GEMM operand) and read by ldmatrix.trans. A (the weight) is copied by cp.async in 16-byte chunks
+// (TileCopy) when its rows are 16-byte aligned, else gathered element-wise like B (C * KH * KW not
+// a multiple of 8: the first layer of an RGB network).
 //
 // Schedule: TileConfig<BM, BN, BK, WARPS_M, WARPS_N, STAGES>; the shared tiles are double
 // buffered (STAGES is not used: the register-staged gather is the pipeline). Edge tiles (m, n or
@@ -79,8 +80,8 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
   constexpr int kThreads = Config::kThreads, kWarps = kThreads / 32;
   constexpr int WM = BM / Config::WARPS_M, WN = BN / Config::WARPS_N;
   constexpr int MT = WM / 16, NT = WN / 8, KS = BK / 16;
-  static_assert(BN % 32 == 0 && BK % kWarps == 0, "conv TileConfig: BN a multiple of 32, BK of the warp count");
-  constexpr int kPix = BN / 32, kRows = BK / kWarps;  // B gather: pixels and k rows per thread
+  static_assert(BN % 64 == 0 && BK % kWarps == 0, "conv TileConfig: BN a multiple of 64, BK of the warp count");
+  constexpr int kPix = BN / 32, kRows = BK / kWarps;  // B gather: pixels (pairs) and k rows per thread
   constexpr int kAElemsPerThread = kAVec ? 0 : (BM * BK + kThreads - 1) / kThreads;
   using L = ConvLayout<T, Config, kAVec>;
   constexpr uint32_t kEl = sizeof(T), kStageBytes = L::kStageElems * kEl;
@@ -94,55 +95,73 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
   const int64_t n0 = int64_t(blockIdx.x) * BN, m0 = int64_t(blockIdx.y) * BM;
   const int steps = int((p.k + BK - 1) / BK);
 
-  // This thread's pixels (columns lane + 32 j of the B tile): where their window starts.
-  const int64_t plane = s.height * s.width, image_elems = s.channels * plane, out_plane = s.out_height * s.out_width;
+  // This thread's pixels: columns 2 lane + {0, 1} + 64 j of the B tile (pairs, stored as one
+  // 32-bit word). For each: a pointer to where its window starts (may point before the image; only
+  // taps inside are read), the window's first row and column, and, for windows of at most 32
+  // taps, a mask of the taps inside the image (one shift per element instead of two compares).
+  const int plane = int(s.height * s.width), out_plane = int(s.out_height * s.out_width), out_w = int(s.out_width);
   const int khw = s.kernel_h * s.kernel_w;
+  const bool tap_masks = khw <= 32;
   const unsigned short* x = static_cast<const unsigned short*>(s.x);
-  int64_t pix_base[kPix];
+  const unsigned short* pix_ptr[kPix];
   int pix_h[kPix], pix_w[kPix];
+  uint32_t pix_mask[kPix];
 #pragma unroll
   for (int j = 0; j < kPix; ++j) {
-    const int64_t n = n0 + lane + 32 * j;
+    const int64_t n = n0 + 2 * lane + (j % 2) + 64 * (j / 2);
+    pix_mask[j] = 0;
     if (n < p.n) {
-      const int64_t image = n / out_plane, r = n - image * out_plane;
-      const int64_t oh = r / s.out_width, ow = r - oh * s.out_width;
-      pix_h[j] = int(oh) * s.stride_h - s.pad_h;
-      pix_w[j] = int(ow) * s.stride_w - s.pad_w;
-      pix_base[j] = image * image_elems + int64_t(pix_h[j]) * s.width + pix_w[j];
+      const int64_t image = n / out_plane;
+      const int r = int(n - image * out_plane), oh = r / out_w, ow = r - oh * out_w;
+      pix_h[j] = oh * s.stride_h - s.pad_h;
+      pix_w[j] = ow * s.stride_w - s.pad_w;
+      pix_ptr[j] = x + image * s.channels * plane + (int64_t(pix_h[j]) * s.width + pix_w[j]);
+      if (tap_masks) {
+        for (int kh = 0; kh < s.kernel_h; ++kh)
+          for (int kw = 0; kw < s.kernel_w; ++kw) {
+            const int ih = pix_h[j] + kh * s.dilation_h, iw = pix_w[j] + kw * s.dilation_w;
+            if (unsigned(ih) < unsigned(s.height) && unsigned(iw) < unsigned(s.width)) pix_mask[j] |= 1u << (kh * s.kernel_w + kw);
+          }
+      }
     } else {
-      pix_h[j] = -(1 << 30);  // never inside the image
+      pix_h[j] = -(1 << 29);  // never inside the image
       pix_w[j] = 0;
-      pix_base[j] = 0;
+      pix_ptr[j] = x;
     }
   }
 
   const T* a_base = static_cast<const T*>(p.a.data);
   ACopy a_copy;
   if constexpr (kAVec) a_copy = ACopy(a_base, p.a.stride_mn, m0, p.m, 0, p.k);
-  unsigned short b_regs[kRows][kPix];
+  uint32_t b_regs[kRows][kPix / 2];
   unsigned short a_regs[kAElemsPerThread > 0 ? kAElemsPerThread : 1];
 
-  // Step `step`'s B tile (and A when not copied by cp.async) into registers.
+  // Step `step`'s B tile (and A when not copied by cp.async) into registers. A k row is the same
+  // for the whole warp: its (c, kh, kw) costs two 32-bit divisions per warp, not per element.
   auto gather = [&](int step) {
-    const int64_t k0 = int64_t(step) * BK;
+    const int k0 = step * BK;
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
-      const int64_t k = k0 + warp + kWarps * i;
-      int dh = -(1 << 30), dw = 0;
-      int64_t koff = 0;
-      if (k < p.k) {
-        const int64_t c = k / khw;
-        const int rem = int(k - c * khw), kh = rem / s.kernel_w, kw = rem - kh * s.kernel_w;
-        dh = kh * s.dilation_h;
-        dw = kw * s.dilation_w;
-        koff = c * plane + int64_t(dh) * s.width + dw;
+      const int k = k0 + warp + kWarps * i;
+      const bool row_ok = k < int(p.k);
+      const int c = k / khw, tap = k - c * khw, kh = tap / s.kernel_w, kw = tap - kh * s.kernel_w;
+      const int dh = kh * s.dilation_h, dw = kw * s.dilation_w;
+      const int koff = c * plane + dh * int(s.width) + dw;
+      unsigned short v[kPix];
+      if (tap_masks) {
+        const uint32_t bit = row_ok ? 1u << tap : 0u;
+#pragma unroll
+        for (int j = 0; j < kPix; ++j) v[j] = (pix_mask[j] & bit) ? __ldg(pix_ptr[j] + koff) : (unsigned short)0;
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPix; ++j) {
+          const int ih = pix_h[j] + dh, iw = pix_w[j] + dw;
+          const bool inside = row_ok && unsigned(ih) < unsigned(s.height) && unsigned(iw) < unsigned(s.width);
+          v[j] = inside ? __ldg(pix_ptr[j] + koff) : (unsigned short)0;
+        }
       }
 #pragma unroll
-      for (int j = 0; j < kPix; ++j) {
-        const int ih = pix_h[j] + dh, iw = pix_w[j] + dw;
-        const bool inside = unsigned(ih) < unsigned(s.height) && unsigned(iw) < unsigned(s.width);
-        b_regs[i][j] = inside ? __ldg(x + pix_base[j] + koff) : (unsigned short)0;
-      }
+      for (int j = 0; j < kPix / 2; ++j) b_regs[i][j] = uint32_t(v[2 * j]) | (uint32_t(v[2 * j + 1]) << 16);
     }
     if constexpr (!kAVec) {
       const unsigned short* a = static_cast<const unsigned short*>(p.a.data);
@@ -159,7 +178,8 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
-      for (int j = 0; j < kPix; ++j) st[L::kAElems + (warp + kWarps * i) * L::kBLd + lane + 32 * j] = b_regs[i][j];
+      for (int j = 0; j < kPix / 2; ++j)
+        *reinterpret_cast<uint32_t*>(st + L::kAElems + (warp + kWarps * i) * L::kBLd + 2 * lane + 64 * j) = b_regs[i][j];
     if constexpr (!kAVec) {
 #pragma unroll
       for (int e = 0; e < kAElemsPerThread; ++e) {
@@ -264,7 +284,8 @@ cudaError_t launch_conv(const Problem& p, const ConvShape& s, const Epilogue& ep
 
 // The convolution `s` as the contraction `p` (m = output channels, n = output pixels, k = C * KH *
 // KW; batch 1, one B operand whose Operand fields are unused). Returns cudaErrorInvalidValue for a
-// problem outside that contract (the caller's lowering guarantees it).
+// problem outside that contract (the caller's lowering guarantees it; offsets within one image
+// are 32-bit, so C * H * W < 2^31 is part of the contract).
 template <typename T, typename Config, typename Epilogue>
 cudaError_t conv_implicit_gemm(const Problem& p, const ConvShape& s, const Epilogue& epilogue, cudaStream_t stream) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
@@ -274,7 +295,8 @@ cudaError_t conv_implicit_gemm(const Problem& p, const ConvShape& s, const Epilo
   static_assert(Epilogue::kNumB == 1, "a convolution has one B operand");
   if (p.m <= 0 || p.n <= 0) return cudaSuccess;
   if (p.batch() != 1 || p.num_b != 1 || s.channels * s.kernel_h * s.kernel_w != p.k ||
-      p.n % (s.out_height * s.out_width) != 0 || s.height > (1 << 30) || s.width > (1 << 30))
+      p.n % (s.out_height * s.out_width) != 0 || s.channels * s.height * s.width >= (int64_t(1) << 31) ||
+      p.k >= (int64_t(1) << 31) || s.out_height * s.out_width >= (int64_t(1) << 31))
     return cudaErrorInvalidValue;
   const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, tiles_n = (p.n + Config::BN - 1) / Config::BN;
   if (tiles_m > 65535 || tiles_n > 2147483647) return cudaErrorInvalidValue;

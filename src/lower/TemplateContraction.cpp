@@ -251,6 +251,9 @@ std::optional<Candidate> analyze_conv(const LoweringStage& s, const te::Contract
       !equal_for_all_symbols(image->shape[1], roles.k_ext[0])) {
     return std::nullopt;
   }
+  // The kernel's offsets within one image are 32-bit.
+  const auto image_elems = as_const_int(simplify(image->shape[1] * product({image->shape.begin() + 2, image->shape.end()})));
+  if (!image_elems || *image_elems >= (int64_t(1) << 31)) return std::nullopt;
   std::vector<Expr> condition;
   const Reduce* red = s.inlined->body.as<Reduce>();
   if (red->condition.defined() && !is_one(red->condition)) conjuncts(red->condition, condition);
