@@ -77,7 +77,7 @@ struct Buffers {
   char* flush;
 };
 
-template <typename Config>
+template <typename Config, int kGather = 1>
 float run_variant(const char* name, const Layer& l, const Buffers& b, std::vector<float>& host_ref) {
   const int64_t pixels = int64_t(l.n) * l.oh() * l.ow(), out_elems = pixels * l.oc;
   kiln::gemm::Problem p;
@@ -93,7 +93,7 @@ float run_variant(const char* name, const Layer& l, const Buffers& b, std::vecto
   s.kernel_h = s.kernel_w = l.k, s.stride_h = s.stride_w = l.stride, s.pad_h = s.pad_w = l.pad;
   const Epilogue e{b.y, b.bias, int64_t(l.oh()) * l.ow(), l.oc};
   CHECK_CUDA(cudaMemset(b.y, 0xff, out_elems * sizeof(T)));  // NaN
-  CHECK_CUDA((kiln::gemm::conv<T, Config>(p, s, e, 0)));
+  CHECK_CUDA((kiln::gemm::conv_implicit_gemm<T, Config, kGather>(p, s, e, 0)));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<T> got(out_elems);
   CHECK_CUDA(cudaMemcpy(got.data(), b.y, out_elems * sizeof(T), cudaMemcpyDeviceToHost));
@@ -117,7 +117,7 @@ float run_variant(const char* name, const Layer& l, const Buffers& b, std::vecto
   for (int rep = 0; rep < 15; ++rep) {
     CHECK_CUDA(cudaMemsetAsync(b.flush, rep, 256 << 20));
     CHECK_CUDA(cudaEventRecord(t0));
-    CHECK_CUDA((kiln::gemm::conv<T, Config>(p, s, e, 0)));
+    CHECK_CUDA((kiln::gemm::conv_implicit_gemm<T, Config, kGather>(p, s, e, 0)));
     CHECK_CUDA(cudaEventRecord(t1));
     CHECK_CUDA(cudaEventSynchronize(t1));
     float t = 0;
@@ -160,6 +160,8 @@ int main() {
     run_variant<TileConfig<64, 128, 64, 2, 2, 2>>("4: 64x128x64, 4 warps", l, b, ref);
     run_variant<TileConfig<128, 128, 64, 2, 4, 2>>("5: 128x128x64, 8 warps", l, b, ref);
     run_variant<TileConfig<128, 64, 32, 4, 2, 2>>("6: 128x64x32, 8 warps", l, b, ref);
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 2>("7: 1 with gather variant 2", l, b, ref);
+    run_variant<TileConfig<128, 128, 32, 2, 4, 2>, 2>("8: 2 with gather variant 2", l, b, ref);
   }
   return 0;
 }

@@ -74,7 +74,11 @@ constexpr int conv_min_blocks() {
   return !kAVec ? 1 : Config::kThreads >= 256 ? 2 : 3;
 }
 
-template <typename T, typename Config, typename Epilogue, bool kAVec>
+// kVariant says where the gathered B values are packed into the 32-bit words stored to shared
+// memory: 1 (in use) right after the loads, which makes the warp wait for them before the step's
+// mmas; 2 in the store after the mmas, so the loads' latency overlaps them (twice the staging
+// registers). Variant 2 is timed by bench/gemm/conv_bench.cu only, not yet used by generated code.
+template <typename T, typename Config, typename Epilogue, bool kAVec, int kVariant>
 __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVec>()) conv_implicit_gemm_kernel(Problem p, ConvShape s, Epilogue epilogue) {
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK;
   constexpr int kThreads = Config::kThreads, kWarps = kThreads / 32;
@@ -134,6 +138,7 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
   ACopy a_copy;
   if constexpr (kAVec) a_copy = ACopy(a_base, p.a.stride_mn, m0, p.m, 0, p.k);
   uint32_t b_regs[kRows][kPix / 2];
+  unsigned short b_raw[kVariant == 2 ? kRows : 1][kVariant == 2 ? kPix : 1];
   unsigned short a_regs[kAElemsPerThread > 0 ? kAElemsPerThread : 1];
 
   // Step `step`'s B tile (and A when not copied by cp.async) into registers. A k row is the same
@@ -161,7 +166,14 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
         }
       }
 #pragma unroll
-      for (int j = 0; j < kPix / 2; ++j) b_regs[i][j] = uint32_t(v[2 * j]) | (uint32_t(v[2 * j + 1]) << 16);
+      for (int j = 0; j < kPix / 2; ++j) {
+        if constexpr (kVariant == 2) {
+          b_raw[i][2 * j] = v[2 * j];
+          b_raw[i][2 * j + 1] = v[2 * j + 1];
+        } else {
+          b_regs[i][j] = uint32_t(v[2 * j]) | (uint32_t(v[2 * j + 1]) << 16);
+        }
+      }
     }
     if constexpr (!kAVec) {
       const unsigned short* a = static_cast<const unsigned short*>(p.a.data);
@@ -178,8 +190,15 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
 #pragma unroll
     for (int i = 0; i < kRows; ++i)
 #pragma unroll
-      for (int j = 0; j < kPix / 2; ++j)
-        *reinterpret_cast<uint32_t*>(st + L::kAElems + (warp + kWarps * i) * L::kBLd + 2 * lane + 64 * j) = b_regs[i][j];
+      for (int j = 0; j < kPix / 2; ++j) {
+        uint32_t word;
+        if constexpr (kVariant == 2) {
+          word = uint32_t(b_raw[i][2 * j]) | (uint32_t(b_raw[i][2 * j + 1]) << 16);
+        } else {
+          word = b_regs[i][j];
+        }
+        *reinterpret_cast<uint32_t*>(st + L::kAElems + (warp + kWarps * i) * L::kBLd + 2 * lane + 64 * j) = word;
+      }
     if constexpr (!kAVec) {
 #pragma unroll
       for (int e = 0; e < kAElemsPerThread; ++e) {
@@ -268,10 +287,10 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
     }
 }
 
-template <typename T, typename Config, typename Epilogue, bool kAVec>
+template <typename T, typename Config, typename Epilogue, bool kAVec, int kVariant>
 cudaError_t launch_conv(const Problem& p, const ConvShape& s, const Epilogue& epilogue, dim3 grid, cudaStream_t stream) {
   using L = ConvLayout<T, Config, kAVec>;
-  auto kernel = conv_implicit_gemm_kernel<T, Config, Epilogue, kAVec>;
+  auto kernel = conv_implicit_gemm_kernel<T, Config, Epilogue, kAVec, kVariant>;
   if (L::kSmemBytes > 48 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
     if (e != cudaSuccess) return e;
@@ -286,7 +305,7 @@ cudaError_t launch_conv(const Problem& p, const ConvShape& s, const Epilogue& ep
 // KW; batch 1, one B operand whose Operand fields are unused). Returns cudaErrorInvalidValue for a
 // problem outside that contract (the caller's lowering guarantees it; offsets within one image
 // are 32-bit, so C * H * W < 2^31 is part of the contract).
-template <typename T, typename Config, typename Epilogue>
+template <typename T, typename Config, int kVariant = 1, typename Epilogue>
 cudaError_t conv_implicit_gemm(const Problem& p, const ConvShape& s, const Epilogue& epilogue, cudaStream_t stream) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
                 "conv<T>: T is __half or __nv_bfloat16");
@@ -302,8 +321,8 @@ cudaError_t conv_implicit_gemm(const Problem& p, const ConvShape& s, const Epilo
   if (tiles_m > 65535 || tiles_n > 2147483647) return cudaErrorInvalidValue;
   const dim3 grid{unsigned(tiles_n), unsigned(tiles_m), 1};
   const bool a_vec = p.a.stride_k == 1 && p.a.stride_mn % 8 == 0 && reinterpret_cast<uintptr_t>(p.a.data) % 16 == 0;
-  return a_vec ? detail::launch_conv<T, Config, Epilogue, true>(p, s, epilogue, grid, stream)
-               : detail::launch_conv<T, Config, Epilogue, false>(p, s, epilogue, grid, stream);
+  return a_vec ? detail::launch_conv<T, Config, Epilogue, true, kVariant>(p, s, epilogue, grid, stream)
+               : detail::launch_conv<T, Config, Epilogue, false, kVariant>(p, s, epilogue, grid, stream);
 }
 
 }  // namespace kiln::gemm
