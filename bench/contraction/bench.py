@@ -314,6 +314,40 @@ class SmallCNN(torch.nn.Module):
         return self.body(x)
 
 
+# The CNN's convolutions one at a time (Conv3x3 pad 1 + bias, NCHW, 32x56x56): kiln's implicit-GEMM
+# template vs torch.nn.functional.conv2d (cuDNN, eager).
+CNN_LAYERS = [(3, 64), (64, 64), (64, 128), (128, 128)]
+
+
+def conv_layer_model(path, cin, cout):
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [32, cin, 56, 56]),
+           helper.make_tensor_value_info("w", TensorProto.FLOAT16, [cout, cin, 3, 3]),
+           helper.make_tensor_value_info("b", TensorProto.FLOAT16, [cout])]
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], name="conv")
+    g = helper.make_graph([node], "conv_%d_%d" % (cin, cout), ins,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [32, cout, 56, 56])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def bench_conv_layers(work, rows):
+    for cin, cout in CNN_LAYERS:
+        name = "conv_%d_%d" % (cin, cout)
+        torch.manual_seed(cin + cout)
+        x = torch.randn(32, cin, 56, 56, device="cuda", dtype=torch.float16)
+        w = torch.randn(cout, cin, 3, 3, device="cuda", dtype=torch.float16) / (9 * cin) ** 0.5
+        b = torch.randn(cout, device="cuda", dtype=torch.float16)
+        ref = torch.nn.functional.conv2d(x.float(), w.float(), b.float(), padding=1)
+        out = torch.empty(ref.shape, device="cuda", dtype=torch.float16)
+        k = KilnModel(os.path.join(work, name), os.path.join(work, name + ".onnx"))
+        fn = k.bind({"x": x, "w": w, "b": b}, [out])
+        status, kus = check_and_time(fn, out, ref, 2e-2)
+        cudnn = graph_time_us(lambda: torch.nn.functional.conv2d(x, w, b, padding=1))
+        flops = 2.0 * 32 * 56 * 56 * cout * cin * 9
+        rows.append(dict(layer="%d->%d" % (cin, cout), check=status, kiln_us=kus, cudnn_us=cudnn, flops=flops))
+        print("conv layer %d->%d: %s kiln %s us, cuDNN %.1f us" % (cin, cout, status, "%.1f" % kus if kus else "-", cudnn),
+              flush=True)
+
+
 def export(module, example, path, dynamic):
     module.eval()
     kw = dict(opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
@@ -421,6 +455,10 @@ def main():
         export(cnn, torch.randn(32, 3, 56, 56, device="cuda", dtype=torch.float16), os.path.join(w, "cnn.onnx"),
                {0: "batch"})
         jobs.append(("cnn", os.path.join(w, "cnn.onnx"), []))
+        for cin, cout in CNN_LAYERS:
+            p = os.path.join(w, "conv_%d_%d.onnx" % (cin, cout))
+            conv_layer_model(p, cin, cout)
+            jobs.append(("conv_%d_%d" % (cin, cout), p, []))
     def built_already(d):
         return os.path.isdir(d) and any(f.startswith("lib") and f.endswith(".so") for f in os.listdir(d))
     reused = {name for name, _, _ in jobs if args.reuse_built and built_already(os.path.join(w, name))}
@@ -439,7 +477,7 @@ def main():
     device = torch.cuda.get_device_name()
     bandwidth = copy_bandwidth()
     read_ceiling = {s: read_ceiling_us(s[0] * s[1] * 2) for s in LINEAR_SHAPES} if "linear" in only else {}
-    linear_rows, model_rows = [], []
+    linear_rows, model_rows, conv_rows = [], [], []
     for dtype in (torch.float16, torch.bfloat16):
         name = "linear_" + str(dtype)[6:]
         if built.get(name):
@@ -458,6 +496,8 @@ def main():
         if built.get("cnn"):
             bench_model("CNN 4x(Conv3x3+BN+ReLU) fp16", cnn, os.path.join(w, "cnn.onnx"), os.path.join(w, "cnn"),
                         [(32, 3, 56, 56)], torch.float16, 2e-2, model_rows)
+        if all(built.get("conv_%d_%d" % c) for c in CNN_LAYERS):
+            bench_conv_layers(w, conv_rows)
 
     commit = os.environ.get("KILN_COMMIT", "unknown")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
@@ -492,6 +532,15 @@ def main():
                 r["model"], r["shape"], r["check"], f(k), r["eager_us"], f(r["compile_us"]),
                 f(r["eager_us"] / k if k else None, "%.2fx"),
                 f(r["compile_us"] / k if k and r["compile_us"] else None, "%.2fx")))
+    if conv_rows:
+        lines += ["", "## The CNN's Conv layers (3x3, pad 1, + bias, fp16 NCHW, 32x56x56) vs torch conv2d (cuDNN, eager)",
+                  "", "| layer | check | kiln us | cuDNN us | kiln / cuDNN speed | kiln TFLOP/s |",
+                  "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for r in conv_rows:
+            k = r["kiln_us"]
+            lines.append("| %s | %s | %s | %.1f | %s | %s |" % (
+                r["layer"], r["check"], f(k), r["cudnn_us"], f(r["cudnn_us"] / k if k else None, "%.2fx"),
+                f(r["flops"] / k / 1e6 if k else None)))
     lines.append("")
     text = "\n".join(lines) + "\n"
     print(text)

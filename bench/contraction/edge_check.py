@@ -3,10 +3,13 @@
 also under compute-sanitizer memcheck/racecheck by device_run.sh): a gated MLP and attention's
 batched products with sizes that are not multiples of any tile (K = 72 and 200, N = 200 and 40,
 odd sequence lengths), float16 and bfloat16, at M = 1, 2, 16, 17, 33 and 300 (the small-M kernel and
-the tensor-core kernel on both sides of the switch). Each result is checked against an fp32 torch
-reference on fresh random data with NaN-poisoned outputs. Exit status 1 on any failure.
+the tensor-core kernel on both sides of the switch); convolutions through the implicit-GEMM template
+(strides, asymmetric padding, dilation, 1x1, 5x5, C = 3, channels and pixels off every tile, 1-D,
+a symbolic batch at two sizes) and ones that keep the plain path (groups, depthwise). Each result is
+checked against an fp32 torch reference on fresh random data with NaN-poisoned outputs. Exit status
+1 on any failure.
 
-Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR]
+Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR] [--kinds mlp,attention,conv]
 """
 import argparse
 import importlib.util
@@ -58,16 +61,98 @@ def attention_model(path, t, heads=3, d=40):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
+# (x shape with batch "n", weight shape, strides, pads, dilations, group): edge convolutions.
+CONV_CASES = [
+    ([3, 13, 11], [24, 3, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),      # C = 3 (unaligned weight rows)
+    ([16, 19, 23], [40, 16, 3, 3], [2, 2], [1, 0, 2, 1], [1, 1], 1),    # stride 2, asymmetric pads
+    ([32, 15, 17], [72, 32, 3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 1),    # dilation 2
+    ([24, 9, 9], [136, 24, 1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1),     # 1x1, M past one 128 tile
+    ([8, 20, 20], [8, 8, 5, 5], [1, 3], [2, 2, 2, 2], [1, 1], 1),       # 5x5, mixed strides
+    ([64, 7, 7], [64, 64, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),      # K = 576, few pixels
+    ([40, 37], [48, 40, 5], [2], [2, 1], [1], 1),                       # 1-D
+    ([16, 12, 12], [32, 8, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 2),     # groups: the plain path
+    ([16, 12, 12], [16, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 16),    # depthwise: the plain path
+]
+
+
+def conv_model(path, t, case):
+    xs, ws, strides, pads, dil, group = case
+    x = helper.make_tensor_value_info("x", t, ["n"] + xs)
+    w = helper.make_tensor_value_info("w", t, ws)
+    b = helper.make_tensor_value_info("b", t, [ws[0]])
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=strides, pads=pads, dilations=dil, group=group,
+                              name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "edge_conv", [x, w, b], [helper.make_tensor_value_info("y", t, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def conv_reference(case, x, w, b):
+    _, _, strides, pads, dil, group = case
+    nd = len(strides)
+    xf = x.float()
+    # torch pads symmetrically; asymmetric ONNX pads are an explicit F.pad first.
+    pad = []
+    for d in reversed(range(nd)):
+        pad += [pads[d], pads[d + nd]]
+    xf = torch.nn.functional.pad(xf, pad)
+    conv = torch.nn.functional.conv1d if nd == 1 else torch.nn.functional.conv2d
+    return torch.relu(conv(xf, w.float(), b.float(), stride=strides, dilation=dil, groups=group))
+
+
+def check_convs(args, dtypes):
+    jobs = []
+    for dtype in dtypes:
+        for i, case in enumerate(CONV_CASES):
+            name = "conv%d_%s" % (i, str(dtype)[6:])
+            path = os.path.join(args.work, name + ".onnx")
+            conv_model(path, ONNX_TYPE[dtype], case)
+            out = os.path.join(args.work, name)
+            command = [args.kiln, "compile", path, "-o", out, "--target", args.arch]
+            jobs.append((dtype, i, case, path, out, subprocess.Popen(command, stdout=subprocess.PIPE,
+                                                                      stderr=subprocess.STDOUT, text=True)))
+    failures = 0
+    for dtype, i, case, path, out, p in jobs:
+        log = p.communicate()[0]
+        if p.returncode != 0:
+            print("FAIL compile conv case %d %s:\n%s" % (i, dtype, log[-2000:]))
+            failures += 1
+            continue
+        source = "".join(open(os.path.join(out, f)).read() for f in os.listdir(out) if f.endswith(".cu"))
+        path_used = "implicit-GEMM" if "kiln::gemm::conv<" in source else "plain"
+        model = KilnModel(out, path)
+        for n in (1, 3):
+            torch.manual_seed(n + 10 * i)
+            x = torch.randn(n, *case[0], device="cuda", dtype=dtype)
+            w = torch.randn(*case[1], device="cuda", dtype=dtype) / (case[1][1] * case[1][2]) ** 0.5
+            b = torch.randn(case[1][0], device="cuda", dtype=dtype)
+            ref = conv_reference(case, x, w, b)
+            y = torch.empty(ref.shape, device="cuda", dtype=dtype)
+            fn = model.bind(dict(x=x, w=w, b=b), [y])
+            y.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            err = rel_err(y, ref) if not torch.isnan(y).any() else float("nan")
+            ok = err <= 2e-2
+            failures += 0 if ok else 1
+            print("%s conv case %d %s (%s path) x %s w %s: rel err %.2e" % (
+                "ok  " if ok else "FAIL", i, str(dtype)[6:], path_used, [n] + case[0], case[1], err), flush=True)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--work", default="/tmp/kiln-edge")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--kinds", default="mlp,attention,conv")
     args = ap.parse_args()
+    kinds = args.kinds.split(",")
     os.makedirs(args.work, exist_ok=True)
     jobs = []
     for dtype in (torch.float16, torch.bfloat16):
         for kind, build in (("mlp", mlp_model), ("attention", attention_model)):
+            if kind not in kinds:
+                continue
             name = "%s_%s" % (kind, str(dtype)[6:])
             path = os.path.join(args.work, name + ".onnx")
             build(path, ONNX_TYPE[dtype])
@@ -78,7 +163,7 @@ def main():
                 command = [args.kiln, "compile", path, "-o", out, "--target", args.arch]
             jobs.append((dtype, kind, path, out, subprocess.Popen(command, stdout=subprocess.PIPE,
                                                                    stderr=subprocess.STDOUT, text=True)))
-    failures = 0
+    failures = check_convs(args, (torch.float16, torch.bfloat16)) if "conv" in kinds else 0
     for dtype, kind, path, out, p in jobs:
         log = p.communicate()[0]
         if p.returncode != 0:

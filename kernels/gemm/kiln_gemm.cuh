@@ -10,6 +10,7 @@
 //                                                 Hopper (sm_90a build, KILN_GEMM_SM90A): wgmma + TMA,
 //                                                 the TileConfig's gemm where it cannot run
 //   simt<T>(problem, epilogue, stream)                               any operand, fp32 FMA
+//   conv<T, TileConfig<...>>(problem, shape, epilogue, stream)       a convolution, implicit GEMM
 //
 // The epilogue type says how many B operands it takes: `static constexpr int kNumB` (1 or 2,
 // matching Problem::num_b).
@@ -26,6 +27,7 @@
 
 #include <type_traits>
 
+#include "conv_implicit_gemm.cuh"
 #include "gemm_problem.cuh"
 #include "gemm_simt.cuh"
 #include "gemm_tensorcore.cuh"
@@ -74,6 +76,13 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
   } else {
     return gemv_tensorcore<T, Config>(p, epilogue, stream);
   }
+}
+
+// A 1-D/2-D convolution over an NCHW image as an implicit GEMM on tensor cores
+// (conv_implicit_gemm.cuh): m = output channels, n = output pixels, k = C * KH * KW.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t conv(const Problem& p, const ConvShape& shape, const Epilogue& epilogue, cudaStream_t stream) {
+  return conv_implicit_gemm<T, Config>(p, shape, epilogue, stream);
 }
 
 }  // namespace kiln::gemm

@@ -306,6 +306,11 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   const std::string args = compute_args(f, buffers_used(f, op->epilogue));
   line() << "const " << epilogue_name(f, stage) << " epilogue{" << args << "};\n";
   const std::string cuda_stream = "static_cast<cudaStream_t>(stream)";
+  if (op->b[0].window) {
+    print_conv_call(f, stage, op, t);
+    close_block();
+    return;
+  }
   const bool dual = op->b.size() == 2;
   auto gemm = [&](const GemmTile& tile) {
     return "kiln::gemm::gemm<" + t + ", kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) +
@@ -378,6 +383,34 @@ void CudaPrinter::print_w4_call(const FunctionLayout& f, size_t stage, const Tem
          << ", static_cast<cudaStream_t>(stream));\n";
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
   close_block();
+}
+
+// A convolution's B operand (an implicit im2col): its window as a kiln::gemm::ConvShape and one
+// call of the implicit-GEMM template.
+void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op,
+                                  const std::string& element) {
+  const ConvWindow& w = *op->b[0].window;
+  const GemmTile& tile = op->config.conv_tile;
+  auto s = [](int64_t v) { return std::to_string(v); };
+  line() << "kiln::gemm::ConvShape shape;\n";
+  line() << "shape.x = " << buffer_name(op->b[0].buffer) << ";\n";
+  line() << "shape.channels = " << expr(w.channels) << ";\n";
+  line() << "shape.height = " << expr(w.height) << ";\n";
+  line() << "shape.width = " << expr(w.width) << ";\n";
+  line() << "shape.out_height = " << expr(w.out_height) << ";\n";
+  line() << "shape.out_width = " << expr(w.out_width) << ";\n";
+  line() << "shape.kernel_h = " << w.kernel_h << ";\n";
+  line() << "shape.kernel_w = " << w.kernel_w << ";\n";
+  line() << "shape.stride_h = " << w.stride_h << ";\n";
+  line() << "shape.stride_w = " << w.stride_w << ";\n";
+  line() << "shape.dilation_h = " << w.dilation_h << ";\n";
+  line() << "shape.dilation_w = " << w.dilation_w << ";\n";
+  line() << "shape.pad_h = " << w.pad_h << ";\n";
+  line() << "shape.pad_w = " << w.pad_w << ";\n";
+  line() << "const cudaError_t launched = kiln::gemm::conv<" << element << ", kiln::gemm::TileConfig<" << s(tile.bm)
+         << ", " << s(tile.bn) << ", " << s(tile.bk) << ", " << s(tile.warps_m) << ", " << s(tile.warps_n) << ", "
+         << s(tile.stages) << ">>(problem, shape, epilogue, static_cast<cudaStream_t>(stream));\n";
+  line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
 }
 
 }  // namespace kiln::codegen

@@ -28,6 +28,7 @@ class CudaPrinter : public CodePrinter {
   void print_epilogue(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_template_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_w4_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
+  void print_conv_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op, const std::string& element);
   std::string print_block_allreduce(const ir::Call* op) override;
   void print_sync_threads() override;
   std::string unroll_pragma() override { return "#pragma unroll"; }

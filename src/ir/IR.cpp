@@ -347,6 +347,8 @@ Stmt TemplateContraction::make(std::vector<Expr> batch_extents, Expr m, Expr n, 
                 "malformed TemplateContraction operand");
     KILN_ASSERT(op->buffer->dtype == a.buffer->dtype, "TemplateContraction operands of different dtypes");
   }
+  KILN_ASSERT(!a.window && (b.empty() || !b[0].window || (b.size() == 1 && batch_extents.empty())),
+              "TemplateContraction: only a single B operand of an unbatched contraction may be a convolution window");
   for (const Expr& v : {batch_var, m_var, n_var}) KILN_ASSERT(v.as<Variable>(), "TemplateContraction index is not a variable");
   for (const Expr& v : acc_vars) {
     KILN_ASSERT(v.as<Variable>() && v.type() == Type(DType::Float32), "TemplateContraction accumulator {}", to_string(v));

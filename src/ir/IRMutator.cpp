@@ -157,8 +157,15 @@ Stmt IRMutator::visit(const TemplateContraction* op, const Stmt& self) {
     return r;
   };
   auto operand = [&](const ContractionOperand& x) {
-    ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}};
+    ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}, std::nullopt};
     for (const Expr& e : x.batch_strides) r.batch_strides.push_back(expr(e));
+    if (x.window) {
+      r.window = *x.window;
+      for (Expr ConvWindow::*e : {&ConvWindow::channels, &ConvWindow::height, &ConvWindow::width,
+                                  &ConvWindow::out_height, &ConvWindow::out_width}) {
+        (*r.window).*e = expr((*x.window).*e);
+      }
+    }
     return r;
   };
   std::vector<Expr> extents;

@@ -207,7 +207,7 @@ class Printer : public IRVisitor {
     os_ << ", k ";
     visit(op->k);
     os_ << ", A " << op->a.buffer->name;
-    for (const ContractionOperand& b : op->b) os_ << ", B " << b.buffer->name;
+    for (const ContractionOperand& b : op->b) os_ << ", B " << b.buffer->name << (b.window ? " (im2col)" : "");
     if (op->w4) os_ << ", 4-bit B " << op->w4->weight->name << " (scales " << op->w4->scales->name << ")";
     os_ << "; epilogue at (";
     visit(op->batch_var);

@@ -114,6 +114,12 @@ void IRVisitor::visit(const TemplateContraction* op) {
     visit(x.stride_mn);
     visit(x.stride_k);
     for (const Expr& e : x.batch_strides) visit(e);
+    if (x.window) {
+      for (const Expr* e : {&x.window->channels, &x.window->height, &x.window->width, &x.window->out_height,
+                            &x.window->out_width}) {
+        visit(*e);
+      }
+    }
   };
   operand(op->a);
   for (const ContractionOperand& x : op->b) operand(x);

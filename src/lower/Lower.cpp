@@ -241,7 +241,7 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
       const Stmt call = template_contraction(group, buffer_map, *contraction_schedule.gemm_template);
       const TemplateContraction* node = call.as<TemplateContraction>();
       func.stage_notes.push_back(t.name() + " = " + node->description + "; schedule: contraction template (" +
-                                 contraction_schedule.gemm_template->reason + ")");
+                                 node->config.reason + ")");
       for (const LoweringStage& s : group.contractions) {
         if (!s.inlined->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + s.inlined->origin;
       }
@@ -249,7 +249,7 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
         if (!s.inlined->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + s.inlined->origin;
       }
       stages.push_back(call);
-      temporaries.push_back(node->split_k);
+      if (node->split_k.defined()) temporaries.push_back(node->split_k);
       if (is_output.count(original.node().get())) func.outputs.push_back(out);
       else temporaries.push_back(out);
       continue;

@@ -192,7 +192,7 @@ std::optional<ContractionOperand> operand_of(const Expr& factor, const Roles& r,
   const auto& mn_ext = is_a ? r.m_ext : r.n_ext;
   auto stride_mn = side_stride(strides(mn_vars), mn_ext), stride_k = side_stride(strides(r.k_vars), r.k_ext);
   if (!stride_mn || !stride_k) return std::nullopt;
-  return ContractionOperand{buffer, simplify(flat->constant), *stride_mn, *stride_k, strides(r.batch_vars)};
+  return ContractionOperand{buffer, simplify(flat->constant), *stride_mn, *stride_k, strides(r.batch_vars), std::nullopt};
 }
 
 // A contraction stage the templates can compute, with its operands (b unused with w4).
@@ -261,17 +261,117 @@ std::optional<Candidate> analyze_w4(const LoweringStage& s, const Buffers& buffe
   return Candidate{*c, std::move(roles), *a, *a, std::move(w)};
 }
 
+// The conjuncts of a condition (`a && b && ...`).
+void conjuncts(const Expr& e, std::vector<Expr>& out) {
+  if (const And* a = e.as<And>()) {
+    conjuncts(a->a, out);
+    conjuncts(a->b, out);
+  } else {
+    out.push_back(e);
+  }
+}
+
+// Whether `condition` (the conjuncts of the reduction condition that read output axis `o` or
+// reduction axis `k`) holds exactly where 0 <= o * stride - pad + k * dilation < extent, for every
+// o < out and k < kernel: checked by evaluating it at each pair (a convolution's padding test).
+bool is_window_test(const std::vector<Expr>& condition, const Expr& o, const Expr& k, int64_t out, int64_t kernel,
+                    int64_t stride, int64_t dilation, int64_t pad, int64_t extent) {
+  if (out * kernel > 200000) return false;
+  Expr all = make_bool(true);
+  for (const Expr& c : condition) all = all && c;
+  for (int64_t oi = 0; oi < out; ++oi) {
+    for (int64_t ki = 0; ki < kernel; ++ki) {
+      const int64_t pos = oi * stride - pad + ki * dilation;
+      const auto v = as_const_int(simplify(substitute(all, {{o, Expr(oi)}, {k, Expr(ki)}})));
+      if (!v || (*v != 0) != (pos >= 0 && pos < extent)) return false;
+    }
+  }
+  return true;
+}
+
+// A convolution (ops/Contraction.cpp: conv) the implicit-GEMM template computes: group 1, 1-D or
+// 2-D, float16/bfloat16, A the weight at an affine address (m = output channel, k = (c, kh, kw)),
+// B the image read at (n, c, o * stride - pad + k * dilation...) with constant window and spatial
+// extents, and a reduction condition that is exactly the padding test (zero outside the image).
+std::optional<Candidate> analyze_conv(const LoweringStage& s, const te::Contraction& c, const Roles& roles,
+                                      const Buffers& buffers) {
+  const size_t ns = roles.k_vars.size() - 1;
+  if ((ns != 1 && ns != 2) || !roles.batch_vars.empty() || roles.m_vars.size() != 1 || roles.n_vars.size() != ns + 1) {
+    return std::nullopt;
+  }
+  auto a = operand_of(c.a, roles, true, false, buffers);
+  const TensorRead* rb = template_factor(c.b, false);
+  if (!a || !rb) return std::nullopt;
+  auto it = buffers.find(rb->tensor.get());
+  if (it == buffers.end()) return std::nullopt;
+  const Buffer& image = it->second;
+  if (image->shape.size() != ns + 2 || rb->indices.size() != ns + 2 || !rb->indices[0].same_as(roles.n_vars[0]) ||
+      !rb->indices[1].same_as(roles.k_vars[0]) || !equal_for_all_symbols(image->shape[0], roles.n_ext[0]) ||
+      !equal_for_all_symbols(image->shape[1], roles.k_ext[0])) {
+    return std::nullopt;
+  }
+  // The kernel's offsets within one image are 32-bit.
+  const auto image_elems = as_const_int(simplify(image->shape[1] * product({image->shape.begin() + 2, image->shape.end()})));
+  if (!image_elems || *image_elems >= (int64_t(1) << 31)) return std::nullopt;
+  std::vector<Expr> condition;
+  const Reduce* red = s.inlined->body.as<Reduce>();
+  if (red->condition.defined() && !is_one(red->condition)) conjuncts(red->condition, condition);
+  std::vector<bool> claimed(condition.size(), false);
+  int64_t window[2][4] = {{1, 1, 1, 0}, {1, 1, 1, 0}};  // per dim (h, w): kernel, stride, dilation, pad
+  for (size_t d = 0; d < ns; ++d) {
+    const Expr &o = roles.n_vars[1 + d], &k = roles.k_vars[1 + d];
+    const auto form = linear_form(simplify(rb->indices[2 + d]), roles.all());
+    if (!form) return std::nullopt;
+    for (const auto& [v, coefficient] : form->coefficient) {
+      if (v != o.get() && v != k.get() && !is_zero(simplify(coefficient))) return std::nullopt;
+    }
+    const auto stride = as_const_int(coefficient_of(*form, o)), dilation = as_const_int(coefficient_of(*form, k));
+    const auto offset = as_const_int(simplify(form->constant)), kernel = as_const_int(roles.k_ext[1 + d]);
+    const auto out = as_const_int(roles.n_ext[1 + d]), extent = as_const_int(image->shape[2 + d]);
+    if (!stride || !dilation || !offset || !kernel || !out || !extent || *stride < 1 || *dilation < 1 || *offset > 0 ||
+        *extent > (int64_t(1) << 30)) {
+      return std::nullopt;
+    }
+    std::vector<Expr> mine;
+    for (size_t j = 0; j < condition.size(); ++j) {
+      if (expr_uses_var(condition[j], o) || expr_uses_var(condition[j], k)) {
+        mine.push_back(condition[j]);
+        claimed[j] = true;
+      }
+    }
+    if (!is_window_test(mine, o, k, *out, *kernel, *stride, *dilation, -*offset, *extent)) return std::nullopt;
+    const size_t w = ns == 1 ? 1 : d;
+    window[w][0] = *kernel, window[w][1] = *stride, window[w][2] = *dilation, window[w][3] = -*offset;
+  }
+  for (size_t j = 0; j < condition.size(); ++j) {
+    if (!claimed[j]) return std::nullopt;  // a test of anything but the window's position
+  }
+  ConvWindow cw;
+  cw.channels = image->shape[1];
+  cw.height = ns == 1 ? Expr(1) : image->shape[2];
+  cw.width = image->shape.back();
+  cw.out_height = ns == 1 ? Expr(1) : roles.n_ext[1];
+  cw.out_width = roles.n_ext.back();
+  cw.kernel_h = window[0][0], cw.stride_h = window[0][1], cw.dilation_h = window[0][2], cw.pad_h = window[0][3];
+  cw.kernel_w = window[1][0], cw.stride_w = window[1][1], cw.dilation_w = window[1][2], cw.pad_w = window[1][3];
+  const ContractionOperand b{image, Expr(0), Expr(0), Expr(0), {}, cw};
+  return Candidate{c, roles, *a, b, std::nullopt};
+}
+
 // The operands of contraction stage `s`, when the templates can read them.
 std::optional<Candidate> analyze(const LoweringStage& s, const Buffers& buffers, bool tf32) {
   if (s.inlined->pattern != te::Pattern::Reduction) return std::nullopt;
   const Reduce* red = s.inlined->body.as<Reduce>();
-  if (red->condition.defined() && !is_one(red->condition)) return std::nullopt;
   auto c = te::as_contraction(s.inlined);
   if (!c || s.inlined.dtype() != DType::Float32) return std::nullopt;
   const TensorRead *ra = template_factor(c->a, tf32), *rb = template_factor(c->b, tf32);
   if (!ra || !rb || ra->tensor->dtype != rb->tensor->dtype) return std::nullopt;
   Roles roles = roles_of(s.inlined, *c);
   if (roles.batch_vars.size() > kMaxBatchRank) return std::nullopt;
+  if (roles.k_vars.size() >= 2 && is_half(ra->tensor->dtype)) {
+    if (auto conv = analyze_conv(s, *c, roles, buffers)) return conv;
+  }
+  if (red->condition.defined() && !is_one(red->condition)) return std::nullopt;
   auto a = operand_of(c->a, roles, true, tf32, buffers), b = operand_of(c->b, roles, false, tf32, buffers);
   if (!a || !b) return std::nullopt;
   return Candidate{*c, std::move(roles), *a, *b, std::nullopt};
@@ -561,6 +661,9 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
     const Reduce* red = c->body.as<Reduce>();
     const Buffer acc = Buffer::make(c.name() + "_sum", DType::Float32, {Expr(1)}, MemoryScope::Local);
     Stmt update = Store::make(acc, Load::make(acc, 0) + substitute(red->source, to_first_axes(c)), 0);
+    if (red->condition.defined() && !is_one(red->condition)) {
+      update = IfThenElse::make(substitute(red->condition, to_first_axes(c)), update);  // a convolution's padding
+    }
     for (auto it = red->axes.rbegin(); it != red->axes.rend(); ++it) {
       update = For::make(it->var, 0, it->extent, ForKind::Serial, update);
     }
@@ -575,23 +678,28 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
     if (!w4) b.push_back(c.b);
   }
   const Expr M = product(roles.m_ext), N = product(roles.n_ext), K = product(roles.k_ext);
+  const bool conv = candidates.front().b.window.has_value();
+  // The implicit-GEMM convolution does not split K.
   const Expr split_floats = w4 ? select(M <= Expr(16), Expr(0), min(M * N, Expr(kW4SplitFloats)))
                                : select(M <= Expr(256), Expr(8) * M * N + Expr(1024), Expr(0));
-  const Buffer split_k = Buffer::make(name + "_split_k", DType::Float32, {simplify(split_floats)});
-  std::string description = (group.contractions.size() == 2 ? "dual contraction " : "contraction ") + name;
+  const Buffer split_k = conv ? Buffer() : Buffer::make(name + "_split_k", DType::Float32, {simplify(split_floats)});
+  std::string description = (group.contractions.size() == 2 ? "dual contraction " : conv ? "convolution " : "contraction ") + name;
   if (group.contractions.size() == 2) description += " and " + group.contractions[1].inlined.name();
   if (w4) {
     static const char* const kFormat[] = {"NVFP4", "MXFP4", "INT4"};
     description += " with " + std::string(kFormat[static_cast<int>(w4->format)]) + " weight " + w4->weight->name;
   }
+  if (conv) description += " as implicit GEMM, im2col of " + candidates.front().b.buffer->name;
   description += " (" + std::string(dtype_name(candidates.front().a.buffer->dtype)) + ", M = " + to_string(M) +
                  ", N = " + to_string(N) + ", K = " + to_string(K) + ")";
   if (!group.chain.empty()) {
     description += ", epilogue:";
     for (const LoweringStage& s : group.chain) description += " " + s.inlined.name();
   }
+  GemmTemplate chosen = config;
+  if (conv) chosen.reason = config.conv_reason;
   return TemplateContraction::make(roles.batch_ext, M, N, K, candidates.front().a, std::move(b), batch_var, m_var,
-                                   n_var, std::move(acc_vars), epilogue, reference, split_k, config, description, w4);
+                                   n_var, std::move(acc_vars), epilogue, reference, split_k, chosen, description, w4);
 }
 
 }  // namespace kiln

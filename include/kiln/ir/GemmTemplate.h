@@ -45,6 +45,10 @@ struct GemmTemplate {
   GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, true};
   int64_t wgmma_wide_min_k = 4096;
   GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
+  // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
+  // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
+  GemmTile conv_tile{64, 128, 32, 2, 2, 2};
+  std::string conv_reason;
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
   // A kiln.QuantLinear: the 4-bit weight kernels of kernels/quant/ (launch_linear_epilogue: GEMV

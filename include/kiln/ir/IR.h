@@ -265,10 +265,21 @@ struct Evaluate : StmtNodeBase<Evaluate, NodeKind::Evaluate> {
 // with digit_d(b) the digits of the flat batch index over the node's batch_extents (row-major).
 // Offsets and strides are index expressions of the size symbols only (kernels/gemm/
 // gemm_problem.cuh gives them the same meaning).
+// A B operand read as the implicit im2col of a convolution over an NCHW (NCW: height 1) image
+// (kernels/gemm/conv_implicit_gemm.cuh: ConvShape): with n = (image, oh, ow) and k = (c, kh, kw)
+// flattened row-major, B[k, n] = image[image, c, oh * stride_h - pad_h + kh * dilation_h,
+// ow * stride_w - pad_w + kw * dilation_w], 0 outside the image. The extents are index
+// expressions of the size symbols; the window is constant.
+struct ConvWindow {
+  Expr channels, height, width, out_height, out_width;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_h = 0, pad_w = 0;
+};
+
 struct ContractionOperand {
   Buffer buffer;
   Expr offset, stride_mn, stride_k;
   std::vector<Expr> batch_strides;  // one per batch extent; 0 broadcasts
+  std::optional<ConvWindow> window;  // set: B is a convolution's im2col (offset and strides unused)
 };
 
 // The 4-bit weight of a kiln.QuantLinear computed by kernels/quant/ (a TemplateContraction with
