@@ -28,7 +28,7 @@ template <typename T> static float to_f(T x) {
 
 // row_pad: extra elements per token row of the QKV buffer (0: aligned; 1: misaligned -> fallback)
 template <typename T, int D>
-static bool run_case(const char* tname, int B, int H, int S, bool causal, int row_pad, bool time_it) {
+static bool run_case(const char* tname, int B, int H, int S, bool causal, int row_pad, bool time_it, bool masked = false) {
   const int64_t tok = int64_t(3) * H * D + row_pad;  // elements per token in QKV
   std::vector<T> qkv(size_t(B) * S * tok);
   std::mt19937 rng(1234 + S * 7 + D + row_pad);
@@ -47,6 +47,16 @@ static bool run_case(const char* tname, int B, int H, int S, bool causal, int ro
     ops[w]->data = dqkv + int64_t(w) * H * D; ops[w]->stride_row = tok; ops[w]->stride_d = 1;
     ops[w]->batch_stride[0] = int64_t(S) * tok; ops[w]->batch_stride[1] = D;
   }
+  // Additive mask [S, S] broadcast over (B, H): random in [-2, 0], every 7th key -inf (never key 0).
+  std::vector<T> mask(size_t(S) * S);
+  for (int i = 0; i < S; ++i) for (int j = 0; j < S; ++j)
+    mask[size_t(i) * S + j] = from_f<T>(j % 7 == 3 ? -INFINITY : -2.f * float((i * 31 + j * 17) % 101) / 100.f);
+  T* dmask = nullptr;
+  if (masked) {
+    CK(cudaMalloc(&dmask, mask.size() * sizeof(T)));
+    CK(cudaMemcpy(dmask, mask.data(), mask.size() * sizeof(T), cudaMemcpyHostToDevice));
+    p.mask.data = dmask; p.mask.stride_row = S; p.mask.stride_d = 1;
+  }
   AttentionStore<T> st; st.out = dout; st.shape = p;
   st.layout.stride_row = int64_t(H) * D; st.layout.stride_d = 1;
   st.layout.batch_stride[0] = int64_t(S) * H * D; st.layout.batch_stride[1] = D;
@@ -64,7 +74,7 @@ static bool run_case(const char* tname, int B, int H, int S, bool causal, int ro
     for (int j = 0; j < S; ++j) {
       const T* k = &qkv[(size_t(b) * S + j) * tok + 1 * H * D + h * D];
       float dot = 0; for (int d = 0; d < D; ++d) dot += to_f(q[d]) * to_f(k[d]);
-      logit[j] = (causal && j > i) ? -INFINITY : dot * p.scale; mx = std::max(mx, logit[j]);
+      logit[j] = (causal && j > i) ? -INFINITY : dot * p.scale + (masked ? to_f(mask[size_t(i) * S + j]) : 0.f); mx = std::max(mx, logit[j]);
     }
     float sum = 0; for (int j = 0; j < S; ++j) { logit[j] = std::exp(logit[j] - mx); sum += logit[j]; }
     for (int d = 0; d < D; ++d) {
@@ -78,9 +88,9 @@ static bool run_case(const char* tname, int B, int H, int S, bool causal, int ro
   }
   const double tol = std::is_same<T, __half>::value ? 4e-3 : 2.5e-2;
   const bool ok = max_err <= tol * std::max(1.0, max_ref);
-  printf("CHECK %s D=%d B=%d H=%d S=%d causal=%d pad=%d path=%s max_abs_err=%.3g max_ref=%.3g %s\n", tname, D, B, H, S, int(causal),
+  printf("CHECK %s D=%d B=%d H=%d S=%d causal=%d mask=%d pad=%d path=%s max_abs_err=%.3g max_ref=%.3g %s\n", tname, D, B, H, S, int(causal), int(masked),
          row_pad, tc ? "tensorcore" : "simt", max_err, max_ref, ok ? "PASS" : "FAIL");
-  cudaFree(dqkv); cudaFree(dout);
+  cudaFree(dqkv); cudaFree(dout); cudaFree(dmask);
   (void)time_it;
   return ok;
 }
@@ -126,6 +136,9 @@ int main() {
   }
   ok &= run_case<__half, 64>("fp16", 2, 3, 197, true, 0, false);
   ok &= run_case<__nv_bfloat16, 128>("bf16", 1, 2, 300, true, 0, false);
+  ok &= run_case<__half, 64>("fp16", 2, 3, 197, false, 0, false, true);          // additive mask
+  ok &= run_case<__nv_bfloat16, 128>("bf16", 1, 2, 130, true, 0, false, true);   // mask + causal
+  ok &= run_case<__half, 64>("fp16", 1, 2, 77, false, 1, false, true);           // mask, misaligned -> simt
   ok &= run_case<__half, 64>("fp16", 1, 2, 77, false, 1, false);     // misaligned -> simt
   ok &= run_case<__half, 80>("fp16", 1, 2, 65, false, 0, false);     // head dim 80 -> simt
   printf(ok ? "ALL CHECKS PASS\n" : "SOME CHECKS FAILED\n");

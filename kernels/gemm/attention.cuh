@@ -175,18 +175,32 @@ __global__ void __launch_bounds__(128) attention_tc_kernel(const AttentionProble
     // Online softmax over this tile's keys; logits in the log2 domain.
     const int64_t key0 = int64_t(t) * L::kBN;
     float tile_max[2] = {-INFINITY, -INFINITY};
+    // Only the last key tile, the tiles crossing the causal diagonal and masked problems need the
+    // per-element checks; the others just scale.
+    const bool edge_tile = key0 + L::kBN > p.seq_k || M != nullptr || (p.causal && key0 + L::kBN - 1 > q0);
+    if (!edge_tile) {
 #pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
+      for (int nb = 0; nb < 8; ++nb) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int64_t key = key0 + nb * 8 + (lane % 4) * 2 + (e % 2);
-        float x = s[nb][e] * scale_log2;
-        if (M != nullptr && key < p.seq_k && row_g[h] < p.seq_q)
-          x += to_float(M[row_g[h] * p.mask.stride_row + key * p.mask.stride_d]) * kLog2e;
-        if (key >= p.seq_k || (p.causal && key > row_g[h])) x = -INFINITY;
-        s[nb][e] = x;
-        tile_max[h] = fmaxf(tile_max[h], x);
+        for (int e = 0; e < 4; ++e) {
+          s[nb][e] *= scale_log2;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          const int64_t key = key0 + nb * 8 + (lane % 4) * 2 + (e % 2);
+          float x = s[nb][e] * scale_log2;
+          if (M != nullptr && key < p.seq_k && row_g[h] < p.seq_q)
+            x += to_float(M[row_g[h] * p.mask.stride_row + key * p.mask.stride_d]) * kLog2e;
+          if (key >= p.seq_k || (p.causal && key > row_g[h])) x = -INFINITY;
+          s[nb][e] = x;
+          tile_max[h] = fmaxf(tile_max[h], x);
+        }
       }
     }
     float alpha[2];
