@@ -19,6 +19,7 @@ Usage: models_check.py --kiln KILN --run-model RUN_MODEL --out RESULTS.md [--wor
 import argparse
 import concurrent.futures
 import datetime
+import importlib.util
 import os
 import subprocess
 import sys
@@ -30,16 +31,17 @@ import torch
 import kiln
 
 
-class RMSNorm(torch.nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = torch.nn.Parameter(torch.randn(d) * 0.1)
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def forward(self, x):
-        xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (y * (1.0 + self.weight.float())).type_as(x)
+
+# The contraction benchmark's modules (the same RMSNorm and ViT block, here at ViT-Tiny size).
+_contraction = _load("kiln_contraction_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                            "contraction", "bench.py"))
+RMSNorm = _contraction.RMSNorm
 
 
 def rotate_half(x):
@@ -85,21 +87,8 @@ class GemmaDecoderLayer(torch.nn.Module):
         return x + self.down(torch.nn.functional.gelu(self.gate(h), approximate="tanh") * self.up(h))
 
 
-class ViTBlock(torch.nn.Module):
-    def __init__(self, d=192, heads=3):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, n, c = x.shape
-        qkv = self.qkv(self.ln1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = ((q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5).softmax(dim=-1)
-        x = x + self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+def ViTBlock():
+    return _contraction.ViTBlock(d=192, heads=3)
 
 
 class SmallCNN(torch.nn.Module):

@@ -191,7 +191,9 @@ ContractionTile contraction_tile(const te::Tensor& t, const te::Contraction& c) 
 // The contraction template for a contraction whose factors are float16/bfloat16 reads widened to
 // float32 (MatMul, Gemm, attention's products): the small-M kernel up to 16 rows of A (unless M
 // is known to be larger), the tensor-core kernel above, its tile from the output's sides.
-std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contraction& c, bool allow_tf32) {
+std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contraction& c,
+                                         const DefaultScheduleOptions& options) {
+  const bool allow_tf32 = options.allow_tf32;
   // The dtype the factor reads: float16/bfloat16 widened to float32, or float32 itself.
   auto factor_dtype = [](const Expr& e) -> std::optional<DType> {
     const Cast* cast = e.as<Cast>();
@@ -219,7 +221,12 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   // dual product, whose accumulators double).
   GemmTemplate g;
   g.tf32 = da == DType::Float32;
-  if (n) g.gemv_warps = *n > 4096 ? 4 : 16;
+  if (options.gemv_warps > 0) {
+    g.gemv_warps = options.gemv_warps;
+  } else if (n) {
+    g.gemv_warps = *n > 4096 ? 4 : 16;
+  }
+  g.wgmma_wide_min_k = options.wgmma_wide_min_k;
   if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
   if (m && *m > g.mid_max_m) g.mid_max_m = 0;
   auto s = [](int64_t v) { return std::to_string(v); };
@@ -383,7 +390,7 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
       if (auto c = te::as_contraction(t)) {
         s.contraction_tile = contraction_tile(t, *c);
         s.contraction_description = describe(*s.contraction_tile);
-        s.gemm_template = gemm_template(t, *c, options.allow_tf32);
+        s.gemm_template = gemm_template(t, *c, options);
       }
       if (t->quant_linear) s.gemm_template = quant_template(t);
     } else if (t.ndim() >= 2) {

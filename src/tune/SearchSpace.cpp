@@ -49,10 +49,22 @@ int64_t row_columns(const codegen::KernelDefinition& kernel) {
   return columns;
 }
 
-// The place for the contraction templates' knobs (tile m/n/k, pipeline stages, split-K, warp
-// layout) once they are fields of the schedule: one Knob per field, their legality (shared
-// memory per stage, registers per warp tile) in illegal_reason.
-void add_contraction_knobs(SearchSpace&) {}
+// The contraction templates' knobs, where the kernel calls one (a stage with a gemm_template):
+// the small-M kernel's warps per block and the K from which the wide Hopper tile runs. Every value
+// is a configuration the tests compile and the GPU harness checks (bench/gemm), so none is
+// illegal; tile shapes and stages stay fixed until the harness checks more of them.
+void add_contraction_knobs(SearchSpace& space) {
+  const Schedule s = default_gpu_schedule(space.kernel.inputs, space.kernel.outputs);
+  bool gemv = false, wgmma = false;
+  for (const te::Tensor& t : te::topological_order(space.kernel.outputs, space.kernel.inputs)) {
+    const StageSchedule* st = s.find(t.name());
+    if (!st || !st->gemm_template || st->gemm_template->w4) continue;
+    gemv = gemv || st->gemm_template->gemv_max_m > 0;
+    wgmma = wgmma || st->gemm_template->wgmma;
+  }
+  if (gemv) space.knobs.push_back({"gemv_warps", {0, 4, 8, 16}});
+  if (wgmma) space.knobs.push_back({"wgmma_wide_min_k", {4096, 2048, 8192, 65536}});
+}
 
 }  // namespace
 
@@ -172,6 +184,8 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
   with({{"column_row_threads", 16}, {"column_threads", 64}});
   with({{"threads_per_block", 512}});
   with({{"threads_per_block", 128}});
+  with({{"gemv_warps", 8}});
+  with({{"wgmma_wide_min_k", 2048}});
   return space;
 }
 
@@ -187,6 +201,8 @@ DefaultScheduleOptions schedule_options(const Candidate& c) {
   set("row_cache_bytes", o.row_cache_bytes);
   set("column_threads", o.column_threads);
   set("column_row_threads", o.column_row_threads);
+  set("gemv_warps", o.gemv_warps);
+  set("wgmma_wide_min_k", o.wgmma_wide_min_k);
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../ops/TestGraph.h"
 #include "TuneTestModels.h"
 
 namespace kiln::tune {
@@ -45,6 +46,36 @@ TEST(SearchSpace, ColumnReductionSharedMemoryLimit) {
   EXPECT_EQ(s.illegal_reason(c), "2048 threads per block (at most 1024)");
   c["column_threads"] = 32;
   EXPECT_EQ(s.illegal_reason(c), "");
+}
+
+TEST(SearchSpace, ContractionKernelHasTemplateKnobsThatReachItsSchedule) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {ir::var("tokens"), ir::Expr(2048)});
+  const int w = t.input("w", DType::Float16, {ir::Expr(2048), ir::Expr(8192)});
+  t.output(t.node("proj", OpKind::MatMul, {x, w}));
+  const SearchSpace s = search_space(test::only_kernel(t.graph), codegen::Target::Cuda);
+  ASSERT_TRUE(s.default_candidate().count("gemv_warps")) << candidate_text(s.default_candidate());
+  ASSERT_TRUE(s.default_candidate().count("wgmma_wide_min_k")) << candidate_text(s.default_candidate());
+  for (const Candidate& c : s.known_good()) EXPECT_EQ(s.illegal_reason(c), "") << candidate_text(c);
+  auto template_of = [&](const Candidate& c) {
+    const Schedule sched = default_gpu_schedule(s.kernel.inputs, s.kernel.outputs, schedule_options(c));
+    for (const te::Tensor& tensor : te::topological_order(s.kernel.outputs, s.kernel.inputs)) {
+      const StageSchedule* stage = sched.find(tensor.name());
+      if (stage && stage->gemm_template) return *stage->gemm_template;
+    }
+    ADD_FAILURE() << "no contraction template in the schedule";
+    return ir::GemmTemplate();
+  };
+  // The default point is the default schedule: 4 warps for N = 8192 > 4096, wide tile from K = 4096.
+  EXPECT_EQ(template_of(s.default_candidate()).gemv_warps, 4);
+  EXPECT_EQ(template_of(s.default_candidate()).wgmma_wide_min_k, 4096);
+  Candidate c = s.default_candidate();
+  c["gemv_warps"] = 16;
+  c["wgmma_wide_min_k"] = 2048;
+  EXPECT_EQ(template_of(c).gemv_warps, 16);
+  EXPECT_EQ(template_of(c).wgmma_wide_min_k, 2048);
+  c["gemv_warps"] = 12;
+  EXPECT_EQ(s.illegal_reason(c), "not a point of the space");
 }
 
 TEST(SearchSpace, CpuKnobsAreCompilerFlags) {

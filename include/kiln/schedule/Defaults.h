@@ -22,7 +22,6 @@ namespace kiln {
 
 // The constants the default schedules are built from, as one struct so that the tuner
 // (tune/SearchSpace.h) can search over them per kernel; the defaults are the hand-chosen values.
-// A later contraction-template configuration (tiles, stages, split-K) belongs here too.
 struct DefaultScheduleOptions {
   int64_t threads_per_block = 256;  // elementwise stages, and reductions with a thread per output
   int64_t vector_bytes = 16;        // bytes per vector access (16: 128-bit loads and stores)
@@ -39,6 +38,13 @@ struct DefaultScheduleOptions {
   // Float32 contractions may run the tensor-core templates in TF32 (10-bit mantissas, about 1e-3
   // relative error; `kiln compile --tf32`). Off: exact FP32 on the tiled path.
   bool allow_tf32 = false;
+  // Contraction templates (kernels/gemm/, ir::GemmTemplate): warps per block of the small-M
+  // kernel (0: by N: 4 above 4096 columns, 16 up to 4096, 8 when N is a symbol; else 4, 8 or 16),
+  // and the K from which the wide Hopper tile (128x256, cooperative) runs when its tiles fill every
+  // SM (below it, or with fewer tiles, the 128x128 ping-pong tile). Only compiled, checked
+  // configurations are reachable.
+  int64_t gemv_warps = 0;
+  int64_t wgmma_wide_min_k = 4096;
 };
 
 Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs,
