@@ -7,9 +7,6 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build}"
 dest="${2:-/work/main/.carry/quantroute}"
-rm -rf "$dest" && mkdir -p "$dest/lib"
-strip -o "$dest/kiln" "$build/tools/kiln"
-ldd "$build/tools/kiln" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so' |
-  while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+NODE_SUITE=0 bash "$root/bench/contraction/prepare_carry.sh" "$build" "$dest" > /dev/null
 tar -cf "$dest/src.tar" -C "$root" bench
 du -sh "$dest"

@@ -8,6 +8,7 @@
 #include "../ops/TestGraph.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IRPrinter.h"
+#include "FindTemplates.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/runtime/Interpreter.h"
 #include "kiln/schedule/Defaults.h"
@@ -18,23 +19,7 @@ namespace {
 using namespace ir;
 using test::TestGraph;
 
-class FindTemplates : public IRVisitor {
- public:
-  std::vector<const TemplateContraction*> found;
-  using IRVisitor::visit;
-
- protected:
-  void visit(const TemplateContraction* op) override {
-    found.push_back(op);
-    IRVisitor::visit(op);
-  }
-};
-
-std::vector<const TemplateContraction*> templates_in(const LoweredFunc& f) {
-  FindTemplates v;
-  v.visit(f.body);
-  return v.found;
-}
+using test::templates_in;
 
 HostTensor random_tensor(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
   HostTensor t(dtype, std::move(shape));

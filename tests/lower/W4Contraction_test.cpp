@@ -10,6 +10,7 @@
 #include "../ops/TestGraph.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IRPrinter.h"
+#include "FindTemplates.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/quant/Prepack.h"
 #include "kiln/runtime/Interpreter.h"
@@ -20,23 +21,7 @@ namespace {
 using namespace ir;
 using test::TestGraph;
 
-class FindTemplates : public IRVisitor {
- public:
-  std::vector<const TemplateContraction*> found;
-  using IRVisitor::visit;
-
- protected:
-  void visit(const TemplateContraction* op) override {
-    found.push_back(op);
-    IRVisitor::visit(op);
-  }
-};
-
-std::vector<const TemplateContraction*> templates_in(const LoweredFunc& f) {
-  FindTemplates v;
-  v.visit(f.body);
-  return v.found;
-}
+using test::templates_in;
 
 // The inputs of one QuantLinear layer [n, k]: weight, scales, tensor scale / zeros (graph inputs).
 struct Layer {
