@@ -4,11 +4,12 @@
 #   1. the contraction benchmark (bench.py): Linear layers vs cuBLAS, Gemma MLP block / ViT block /
 #      CNN exported from PyTorch vs torch eager and torch.compile, the NVFP4 MLP;
 #   2. CUDA conformance: kiln test-onnx --backend cuda over the ONNX node suite;
-#   3. the edge shapes of the templates (edge_check.py: sizes off every tile, M on both sides of the
-#      small-M switch, fp16 and bf16), then again under compute-sanitizer memcheck and racecheck, and
-#      the suite's MatMul and Gemm cases under both tools.
+#   3. edges: the edge shapes of the templates (edge_check.py: sizes off every tile, M on both sides
+#      of the small-M switch, fp16 and bf16) against torch;
+#   4. sanitizer: compute-sanitizer memcheck and racecheck over sanitizer_cases.py's test folders
+#      (every template configuration) and the conformance suites of step 2 (SAN_SUITES=debian,wheel).
 # Results: $OUT (the device tool brings them back) -> bench/results/. KILN_COMMIT names the commit.
-# STEPS=bench,conformance,sanitizer chooses steps; BENCH_ONLY the bench sections; BENCH_ARGS more bench.py
+# STEPS=bench,conformance,edges,sanitizer chooses steps; BENCH_ONLY the bench sections; BENCH_ARGS more bench.py
 # arguments (--profile: per-kernel times of each model, kiln and torch.compile).
 set -uo pipefail
 OUT="${OUT:-bench/results}"
@@ -16,7 +17,7 @@ mkdir -p "$OUT"
 carry="$PWD/.carry/kiln"
 export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1
-steps="${STEPS:-bench,conformance,sanitizer}"
+steps="${STEPS:-bench,conformance,edges,sanitizer}"
 date=$(date -u +%Y-%m-%d)
 tag="${RUN_TAG:+_$RUN_TAG}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -59,21 +60,44 @@ if [[ ",$steps," == *",conformance,"* ]]; then
   grep -v '^PASS' "$wheel" | tail -n 30
 fi
 
+if [[ ",$steps," == *",edges,"* ]]; then
+  # The template edge shapes against an fp32 torch reference (no sanitizer: torch in the process).
+  python3 bench/contraction/edge_check.py --kiln "$carry/kiln" > "$OUT/edge_check_${date}${tag}.txt" 2>&1
+  echo "edge_check.py exit status $?"; tail -n 3 "$OUT/edge_check_${date}${tag}.txt"
+fi
+
 if [[ ",$steps," == *",sanitizer,"* ]]; then
+  # compute-sanitizer memcheck and racecheck over (1) the test folders of sanitizer_cases.py, which
+  # reach every template configuration the default schedule can pick, and (2) the conformance
+  # suites named in SAN_SUITES (debian, wheel) as the conformance step ran them. Each set is built and
+  # checked once without a sanitizer; the sanitizer passes reuse those libraries (--cuda-reuse-built).
   san="$OUT/sanitizer_${date}${tag}.txt"
-  mm=$(ls -d "$carry"/node/test_matmul* "$carry"/node/test_gemm* 2>/dev/null)
+  kt=("$carry/kiln" test-onnx --backend cuda --cuda-arch sm_90 --cuda-jobs 16)
   {
-    echo "# contraction template edge shapes and compute-sanitizer, commit ${KILN_COMMIT:-unknown}, $date"
-    echo "## edge_check.py (no sanitizer)"
-    python3 bench/contraction/edge_check.py --kiln "$carry/kiln" 2>&1 | tail -n 30
-    for tool in memcheck racecheck; do
-      echo "## $tool: edge_check.py"
-      compute-sanitizer --tool "$tool" --error-exitcode 99 python3 bench/contraction/edge_check.py --kiln "$carry/kiln" 2>&1 | tail -n 6
-      echo "exit status: ${PIPESTATUS[0]}"
-      echo "## $tool: kiln test-onnx --backend cuda, MatMul and Gemm cases"
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$carry/kiln" test-onnx $mm --backend cuda --cuda-arch sm_90 \
-        --cuda-work-dir /tmp/kiln-cuda-san 2>&1 | tail -n 4
-      echo "exit status: ${PIPESTATUS[0]}"
+    echo "# compute-sanitizer over the contraction templates and the conformance suites, commit ${KILN_COMMIT:-unknown}, $date"
+    echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader); $(compute-sanitizer --version | tail -1)"
+    python3 bench/contraction/sanitizer_cases.py /tmp/kiln-san-cases --kiln "$carry/kiln"
+    sets=("/tmp/kiln-san-cases /tmp/kiln-cuda-san none")
+    [[ ",${SAN_SUITES:-debian}," == *",debian,"* ]] &&
+      sets+=("$carry/node /tmp/kiln-cuda-test tests/conformance/known_bad_reference.txt")
+    if [[ ",${SAN_SUITES:-debian}," == *",wheel,"* ]]; then
+      [[ -d /tmp/kiln-wheel-cases ]] || python3 tests/conformance/onnx_wheel_cases.py /tmp/kiln-wheel-cases > /dev/null
+      sets+=("/tmp/kiln-wheel-cases /tmp/kiln-cuda-wheel tests/conformance/onnx_wheel_known_bad.txt")
+    fi
+    for tool in none memcheck racecheck; do
+      for set in "${sets[@]}"; do
+        read -r cases work skip <<< "$set"
+        skip_args=(); [[ "$skip" != none ]] && skip_args=(--skip-list "$skip")
+        echo "## $tool: $cases"
+        if [[ $tool == none ]]; then  # builds what the conformance step has not built, and checks it
+          "${kt[@]}" "$cases" --cuda-work-dir "$work" --cuda-reuse-built "${skip_args[@]}" 2>&1 | grep -v '^PASS\|^built unit\|^reused unit' | tail -n 8
+          continue
+        fi
+        s0=$(date +%s)
+        timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 "${kt[@]}" "$cases" \
+          --cuda-work-dir "$work" --cuda-reuse-built "${skip_args[@]}" 2>&1 | grep -v '^reused unit' | tail -n 8
+        echo "exit status: ${PIPESTATUS[0]} ($(( $(date +%s) - s0 )) s)"
+      done
     done
   } > "$san"
   cat "$san"
