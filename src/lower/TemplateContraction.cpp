@@ -413,7 +413,8 @@ bool shares_a(const Candidate& x, const Candidate& y) {
 
 bool same_shape(const te::Tensor& x, const te::Tensor& y) { return same_exprs(x.shape(), y.shape()); }
 
-// Whether every read of `tensor` in `t`'s body is at t's own index.
+// Whether every read of `tensor` in `t`'s body is at t's own index. Index 0 on an axis of extent 1
+// is that axis (the op library writes broadcast reads of size-1 axes so: [1, S, H] + bias).
 class ReadsAtOwnIndex : public IRVisitor {
  public:
   ReadsAtOwnIndex(const te::Tensor& t, const te::TensorNode* tensor) : t_(t), tensor_(tensor) {}
@@ -424,7 +425,9 @@ class ReadsAtOwnIndex : public IRVisitor {
   void visit(const TensorRead* op) override {
     if (op->tensor.get() == tensor_) {
       ok = ok && static_cast<int>(op->indices.size()) == t_.ndim();
-      for (size_t d = 0; ok && d < op->indices.size(); ++d) ok = op->indices[d].same_as(t_->axes[d].var);
+      for (size_t d = 0; ok && d < op->indices.size(); ++d) {
+        ok = op->indices[d].same_as(t_->axes[d].var) || (is_zero(op->indices[d]) && is_one(t_->axes[d].extent));
+      }
     }
     IRVisitor::visit(op);
   }

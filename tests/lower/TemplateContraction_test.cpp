@@ -77,6 +77,26 @@ TEST(TemplateContraction, MatMulWithBiasAndActivationIsOneTemplateCall) {
                       0.0);
 }
 
+// A model exported with static shapes: x [1, 30, 24] (a batch axis of extent 1, which the op
+// library reads at index 0 in the broadcast Adds), + bias, + the residual: still one call.
+TEST(TemplateContraction, StaticBatchOfOneFoldsBiasAndResidual) {
+  TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {Expr(1), Expr(30), Expr(24)});
+  const int w = t.input("w", DType::Float16, {Expr(24), Expr(24)});
+  const int bias = t.input("bias", DType::Float16, {Expr(24)});
+  const int mm = t.node("mm", OpKind::MatMul, {x, w});
+  const int add = t.node("add", OpKind::Add, {mm, bias});
+  t.output(t.node("residual", OpKind::Add, {add, x}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "linear_static");
+  ASSERT_EQ(templates_in(gpu[0].func).size(), 1u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(gpu[0].func.stage_notes.size(), 1u) << "bias and residual should be in the epilogue:\n"
+                                                << to_string(gpu[0].func.body);
+  expect_same_results(t.graph,
+                      {random_tensor(DType::Float16, {1, 30, 24}, 11), random_tensor(DType::Float16, {24, 24}, 12),
+                       random_tensor(DType::Float16, {24}, 13)},
+                      0.0);
+}
+
 // The gated MLP of Gemma: gate and up read the same activation; act(gate) * up becomes one
 // dual product, then the down projection and the residual add another call.
 TEST(TemplateContraction, GateAndUpBecomeOneDualProduct) {
