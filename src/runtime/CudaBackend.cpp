@@ -39,8 +39,7 @@ struct CudaRuntime {
  private:
   static CudaRuntime load() {
     void* lib = nullptr;
-    for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                             "/usr/local/cuda/lib64/libcudart.so"}) {
+    for (const char* name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "/usr/local/cuda/lib64/libcudart.so"}) {
       if ((lib = dlopen(name, RTLD_NOW | RTLD_GLOBAL))) break;
     }
     if (!lib) user_error("the CUDA runtime (libcudart.so) could not be loaded: {}", dlerror());
@@ -63,8 +62,7 @@ struct CudaRuntime {
 constexpr int kHostToDevice = 1, kDeviceToHost = 2;
 
 void check(int status, const char* what) {
-  if (status != 0)
-    throw InternalError(std::string(what) + " failed: " + CudaRuntime::get().error_string(status));
+  if (status != 0) throw InternalError(std::string(what) + " failed: " + CudaRuntime::get().error_string(status));
 }
 
 // One backend call of the generate pass: the function to run, or why there is none.
@@ -81,18 +79,10 @@ DLDataType dl_type(DType d) {
   t.bits = static_cast<uint8_t>(dtype_bits(d));
   t.lanes = 1;
   switch (dtype_class(d)) {
-    case DTypeClass::Bool:
-      t.code = 6;
-      break;
-    case DTypeClass::Int:
-      t.code = kDLInt;
-      break;
-    case DTypeClass::UInt:
-      t.code = kDLUInt;
-      break;
-    case DTypeClass::Float:
-      t.code = d == DType::BFloat16 ? kDLBfloat : kDLFloat;
-      break;
+    case DTypeClass::Bool: t.code = 6; break;
+    case DTypeClass::Int: t.code = kDLInt; break;
+    case DTypeClass::UInt: t.code = kDLUInt; break;
+    case DTypeClass::Float: t.code = d == DType::BFloat16 ? kDLBfloat : kDLFloat; break;
   }
   return t;
 }
@@ -109,9 +99,7 @@ std::vector<int64_t> constant_shape(const ir::Buffer& b) {
 
 struct DeviceBuffer {
   void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    check(CudaRuntime::get().malloc_(&ptr, std::max<size_t>(bytes, 256)), "cudaMalloc");
-  }
+  explicit DeviceBuffer(size_t bytes) { check(CudaRuntime::get().malloc_(&ptr, std::max<size_t>(bytes, 256)), "cudaMalloc"); }
   ~DeviceBuffer() { CudaRuntime::get().free_(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -122,8 +110,7 @@ std::vector<HostTensor> run_through_contract(void* library, const Prepared& p,
   const CudaRuntime& rt = CudaRuntime::get();
   const std::string name = codegen::c_identifier(p.func.name);
   auto fn = reinterpret_cast<KilnKernelFn>(dlsym(library, ("kiln_" + name).c_str()));
-  auto sig_fn =
-      reinterpret_cast<KilnSignatureFn>(dlsym(library, ("kiln_signature_" + name).c_str()));
+  auto sig_fn = reinterpret_cast<KilnSignatureFn>(dlsym(library, ("kiln_signature_" + name).c_str()));
   if (!fn || !sig_fn) internal_error("library has no kiln_" + name);
   const KilnSignature& sig = *sig_fn();
   std::vector<HostTensor> host;
@@ -142,11 +129,9 @@ std::vector<HostTensor> run_through_contract(void* library, const Prepared& p,
   for (size_t k = 0; k < host.size(); ++k) {
     device.push_back(std::make_unique<DeviceBuffer>(host[k].num_bytes()));
     if (k < p.func.inputs.size()) {
-      check(rt.memcpy_(device[k]->ptr, host[k].data(), host[k].num_bytes(), kHostToDevice),
-            "cudaMemcpy");
+      check(rt.memcpy_(device[k]->ptr, host[k].data(), host[k].num_bytes(), kHostToDevice), "cudaMemcpy");
     } else {
-      check(rt.memset_(device[k]->ptr, 0x7f, std::max<size_t>(host[k].num_bytes(), 1)),
-            "cudaMemset");  // poison
+      check(rt.memset_(device[k]->ptr, 0x7f, std::max<size_t>(host[k].num_bytes(), 1)), "cudaMemset");  // poison
     }
     DLTensor& t = args[k];
     t.data = device[k]->ptr;
@@ -159,22 +144,19 @@ std::vector<HostTensor> run_through_contract(void* library, const Prepared& p,
   }
   std::vector<int64_t> symbols(std::max(1, sig.num_symbols));
   std::string message;
-  if (kiln::abi::validate_arguments(sig, args.data(), static_cast<int32_t>(args.size()),
-                                    symbols.data(), &message) != KILN_OK) {
+  if (kiln::abi::validate_arguments(sig, args.data(), static_cast<int32_t>(args.size()), symbols.data(), &message) != KILN_OK) {
     internal_error("the generated signature rejects the test's own tensors: " + message);
   }
   DeviceBuffer workspace(sig.workspace_bytes(symbols.data()));
   const int32_t status = fn(args.data(), static_cast<int32_t>(args.size()), workspace.ptr, nullptr);
   if (status != KILN_OK) {
     auto last_error = reinterpret_cast<const char* (*)()>(dlsym(library, "kiln_last_error"));
-    internal_error("kiln_" + name + " returned " + std::to_string(status) + ": " +
-                   (last_error ? last_error() : ""));
+    internal_error("kiln_" + name + " returned " + std::to_string(status) + ": " + (last_error ? last_error() : ""));
   }
   check(rt.synchronize(), "kernel execution");
   std::vector<HostTensor> outputs;
   for (size_t k = p.func.inputs.size(); k < host.size(); ++k) {
-    check(rt.memcpy_(host[k].data(), device[k]->ptr, host[k].num_bytes(), kDeviceToHost),
-          "cudaMemcpy");
+    check(rt.memcpy_(host[k].data(), device[k]->ptr, host[k].num_bytes(), kDeviceToHost), "cudaMemcpy");
     outputs.push_back(host[k]);
   }
   return outputs;
@@ -182,8 +164,8 @@ std::vector<HostTensor> run_through_contract(void* library, const Prepared& p,
 
 }  // namespace
 
-bool built_library_current(const std::string& source_file, const std::string& source_text,
-                           const std::string& library, const std::string& arch) {
+bool built_library_current(const std::string& source_file, const std::string& source_text, const std::string& library,
+                           const std::string& arch) {
   auto read = [](const std::string& path, std::string& text) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return false;
@@ -191,12 +173,11 @@ bool built_library_current(const std::string& source_file, const std::string& so
     return true;
   };
   std::string old_source, stamp;
-  return fs::exists(library) && read(library + ".stamp", stamp) && stamp == arch &&
-         read(source_file, old_source) && old_source == source_text;
+  return fs::exists(library) && read(library + ".stamp", stamp) && stamp == arch && read(source_file, old_source) &&
+         old_source == source_text;
 }
 
-std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& folders,
-                                            const CudaTestOptions& options) {
+std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& folders, const CudaTestOptions& options) {
   CudaRuntime::get();  // fail early, before the long passes, when there is no CUDA runtime
   fs::create_directories(options.work_dir);
   codegen::write_support_files((fs::path(options.work_dir) / "include").string());
@@ -214,8 +195,7 @@ std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& fold
       p.func = functions.at(0).func;
       p.known = functions.at(0).known_inputs;
       for (const ir::Buffer& b : p.func.outputs) dummy.emplace_back(b->dtype, constant_shape(b));
-      codegen::generate_module({p.func},
-                               codegen::Target::Cuda);  // printing errors belong to this case
+      codegen::generate_module({p.func}, codegen::Target::Cuda);  // printing errors belong to this case
     } catch (const UnsupportedError& e) {
       p.error = e.what(), p.error_kind = Prepared::ErrorKind::Unsupported;
     } catch (const UserError& e) {
@@ -252,14 +232,11 @@ std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& fold
       if (unit_funcs[u].empty()) continue;
       const fs::path source = fs::path(options.work_dir) / ("unit" + std::to_string(u) + ".cu");
       const std::string text = codegen::generate_module(unit_funcs[u], codegen::Target::Cuda);
-      const std::string library =
-          (fs::path(options.work_dir) / ("libunit" + std::to_string(u) + ".so")).string();
-      if (options.reuse_built &&
-          built_library_current(source.string(), text, library, options.arch)) {
+      const std::string library = (fs::path(options.work_dir) / ("libunit" + std::to_string(u) + ".so")).string();
+      if (options.reuse_built && built_library_current(source.string(), text, library, options.arch)) {
         libraries[u] = library;
         std::lock_guard<std::mutex> lock(mutex);
-        std::cerr << "reused unit " << u << " (" << unit_funcs[u].size()
-                  << " functions, built by an earlier run)\n";
+        std::cerr << "reused unit " << u << " (" << unit_funcs[u].size() << " functions, built by an earlier run)\n";
         continue;
       }
       fs::remove(library + ".stamp");
@@ -292,22 +269,15 @@ std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& fold
   }
   size_t call = 0;
   auto run = [&](const Graph&, const std::map<std::string, HostTensor>& inputs) {
-    KILN_ASSERT(call < prepared.size(),
-                "more backend calls in the run pass than in the generate pass");
+    KILN_ASSERT(call < prepared.size(), "more backend calls in the run pass than in the generate pass");
     const Prepared& p = prepared[call++];
     switch (p.error_kind) {
-      case Prepared::ErrorKind::Unsupported:
-        throw UnsupportedError(p.error);
-      case Prepared::ErrorKind::User:
-        throw UserError(p.error);
-      case Prepared::ErrorKind::Internal:
-        throw InternalError(p.error);
-      case Prepared::ErrorKind::None:
-        break;
+      case Prepared::ErrorKind::Unsupported: throw UnsupportedError(p.error);
+      case Prepared::ErrorKind::User: throw UserError(p.error);
+      case Prepared::ErrorKind::Internal: throw InternalError(p.error);
+      case Prepared::ErrorKind::None: break;
     }
-    if (!handles[p.unit])
-      throw InternalError("translation unit " + std::to_string(p.unit) + ": " +
-                          build_errors[p.unit]);
+    if (!handles[p.unit]) throw InternalError("translation unit " + std::to_string(p.unit) + ": " + build_errors[p.unit]);
     return run_through_contract(handles[p.unit], p, inputs);
   };
   for (size_t k = 0; k < folders.size(); ++k) results[k] = run_test_case(folders[k], run);

@@ -27,11 +27,10 @@ struct CudaTestOptions {
 
 // Whether `library` was built from exactly `source_text` for `arch` by an earlier run: its source
 // file holds the same text and its stamp file (library + ".stamp") names the same arch.
-bool built_library_current(const std::string& source_file, const std::string& source_text,
-                           const std::string& library, const std::string& arch);
+bool built_library_current(const std::string& source_file, const std::string& source_text, const std::string& library,
+                           const std::string& arch);
 
 // Results in the order of `folders`. UserError when nvcc or the CUDA runtime is missing.
-std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& folders,
-                                            const CudaTestOptions& options);
+std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& folders, const CudaTestOptions& options);
 
 }  // namespace kiln
