@@ -1,0 +1,175 @@
+// Packed 4- and 2-bit tensors (int4, uint4, int2, uint2, float4 E2M1) in generated code
+// (include/kiln/codegen/runtime/kiln_packed.h): the CPU printer's code, built and called through
+// the kernel contract, agrees bit for bit with the interpreter on ops that read and write packed
+// tensors (QuantizeLinear, DequantizeLinear, Cast, Transpose; odd element counts, so that rows
+// share bytes and the last byte is half used); the CUDA printer reads them with load_packed,
+// writes them with store_packed (atomic 32-bit word updates on the GPU), asks 4-byte alignment
+// of packed outputs, and its code compiles for sm_90.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "../ops/TestGraph.h"
+#include "CompileCuda.h"
+#include "kiln/codegen/Build.h"
+#include "kiln/codegen/Codegen.h"
+#include "kiln/codegen/GraphFunctions.h"
+#include "kiln/runtime/Interpreter.h"
+#include "kiln/runtime/kiln_abi.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ONNX TensorProto codes of Cast's `to`.
+constexpr int64_t kOnnxUInt4 = 21, kOnnxInt4 = 22, kOnnxFloat4E2M1 = 23, kOnnxInt2 = 26;
+
+// x [3, 5] float32 (15 elements: rows straddle bytes) through every packed path:
+//   q  = QuantizeLinear(x, s, z: int4)  -> int4     (float to packed, saturating as ONNX asks)
+//   dq = DequantizeLinear(q, s, z)      -> float32  (packed to float)
+//   qt = Transpose(q)                   -> int4     (packed to packed)
+//   c4 = Cast(x, to=uint4), c2 = Cast(x, to=int2), f4 = Cast(x, to=float4e2m1)
+//   back = Cast(f4, to=float)           -> float32  (float4 decode)
+Graph packed_graph() {
+  test::OpsTestGraph b(25);
+  const int x = b.input("x", DType::Float32, {3, 5});
+  const int s = b.input("s", DType::Float32, {});
+  const int z = b.input("z", DType::Int4, {});
+  const int q = b.node("q", OpKind::QuantizeLinear, {x, s, z});
+  b.output(q);
+  b.output(b.node("dq", OpKind::DequantizeLinear, {q, s, z}));
+  b.output(b.node("qt", OpKind::Transpose, {q}, {{"perm", test::ints_attr({1, 0})}}));
+  b.output(b.node("c4", OpKind::Cast, {x}, {{"to", test::int_attr(kOnnxUInt4)}}));
+  b.output(b.node("c2", OpKind::Cast, {x}, {{"to", test::int_attr(kOnnxInt2)}}));
+  const int f4 = b.node("f4", OpKind::Cast, {x}, {{"to", test::int_attr(kOnnxFloat4E2M1)}});
+  b.output(f4);
+  b.output(b.node("back", OpKind::Cast, {f4}, {{"to", test::int_attr(1)}}));
+  return b.graph;
+}
+
+const std::vector<double> kX = {0.0,   1.4, -2.6, 7.5, -8.5, 100.0, -100.0, 0.25,
+                                -0.75, 3.0, -3.0, 5.9, -6.1, 1e30,  -0.5};
+
+DLTensor host_dl(HostTensor& t) {
+  DLTensor d{};
+  d.data = t.data();
+  d.device = DLDevice{kDLCPU, 0};
+  d.ndim = t.ndim();
+  const uint8_t code = is_float(t.dtype()) ? kDLFloat : is_int(t.dtype()) ? kDLInt : kDLUInt;
+  d.dtype = DLDataType{code, static_cast<uint8_t>(dtype_bits(t.dtype())), 1};
+  d.shape = const_cast<int64_t*>(t.shape().data());
+  return d;
+}
+
+// The stored pattern of element i: its packed bits (ONNX's layout), or the float32 bits.
+uint32_t element_bits(const HostTensor& t, int64_t i) {
+  if (is_packed(t.dtype())) {
+    const int bits = dtype_bits(t.dtype()), per_byte = 8 / bits;
+    return (t.data()[i / per_byte] >> (bits * (i % per_byte))) & ((1u << bits) - 1);
+  }
+  float f = static_cast<float>(t.get_double(i));
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+double value_of(const HostTensor& t, int64_t i) {
+  return is_float(t.dtype()) ? t.get_double(i) : static_cast<double>(t.get_int(i));
+}
+
+TEST(PackedCodegen, CppThroughContractMatchesInterpreter) {
+  const Graph graph = packed_graph();
+  std::vector<codegen::GraphFunction> functions =
+      codegen::lower_graph(graph, codegen::Target::Cpu, "packed");
+  ASSERT_EQ(functions.size(), 1u);
+  const LoweredFunc& func = functions[0].func;
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_packed_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  codegen::write_support_files((dir / "include").string());
+  const fs::path source = dir / "module.cpp";
+  std::ofstream(source) << codegen::generate_module({func}, codegen::Target::Cpu);
+  codegen::BuildOptions build;
+  build.target = codegen::Target::Cpu;
+  build.include_dir = (dir / "include").string();
+  const std::string library = (dir / "libmodule.so").string();
+  codegen::build_shared_library({source.string()}, library, build);
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+
+  HostTensor x = test::float_tensor({3, 5}, kX);
+  HostTensor s = test::float_tensor({}, {0.5});
+  HostTensor z(DType::Int4, {});
+  z.set_int(0, -3);
+  std::vector<HostTensor> inputs = {x, s, z};
+  const std::vector<HostTensor> expected = interpret(func, inputs);
+  ASSERT_EQ(expected.size(), 7u);
+  std::vector<HostTensor> outputs;
+  for (const HostTensor& e : expected) {
+    HostTensor out(e.dtype(), e.shape());
+    std::memset(out.data(), 0x5a,
+                out.num_bytes());  // poison: every bit of a packed output is written
+    outputs.push_back(std::move(out));
+  }
+  std::vector<DLTensor> args;
+  for (HostTensor& t : inputs) args.push_back(host_dl(t));
+  for (HostTensor& t : outputs) args.push_back(host_dl(t));
+  auto fn = reinterpret_cast<KilnKernelFn>(dlsym(handle, ("kiln_" + func.name).c_str()));
+  ASSERT_NE(fn, nullptr);
+  std::vector<char> workspace(1 << 16);
+  auto last_error = reinterpret_cast<const char* (*)()>(dlsym(handle, "kiln_last_error"));
+  ASSERT_EQ(fn(args.data(), static_cast<int32_t>(args.size()), workspace.data(), nullptr), KILN_OK)
+      << last_error();
+  for (size_t k = 0; k < expected.size(); ++k) {
+    SCOPED_TRACE(func.outputs[k]->name + " (" + expected[k].describe() + ")");
+    ASSERT_EQ(outputs[k].dtype(), expected[k].dtype());
+    for (int64_t i = 0; i < expected[k].num_elements(); ++i) {
+      EXPECT_EQ(element_bits(outputs[k], i), element_bits(expected[k], i))
+          << "element " << i << " (x = " << kX[i % kX.size()] << "): generated "
+          << value_of(outputs[k], i) << ", interpreter " << value_of(expected[k], i);
+    }
+  }
+  // The outputs' values are ONNX's: QuantizeLinear saturates to [-8, 7], the float4 cast to +-6.
+  EXPECT_EQ(test::values_of(outputs[0]),
+            (std::vector<double>{-3, 0, -8, 7, -8, 7, -8, -3, -5, 3, -8, 7, -8, 7, -4}));
+  EXPECT_EQ(outputs[5].get_double(5), 6.0);    // f4 of 100
+  EXPECT_EQ(outputs[6].get_double(12), -6.0);  // back of -6.1
+  dlclose(handle);
+  fs::remove_all(dir);
+}
+
+TEST(PackedCodegen, CudaReadsAndWritesPackedTensorsAndCompiles) {
+  std::vector<codegen::GraphFunction> functions =
+      codegen::lower_graph(packed_graph(), codegen::Target::Cuda, "packed");
+  ASSERT_EQ(functions.size(), 1u);
+  const std::string cuda = codegen::generate_module({functions[0].func}, codegen::Target::Cuda);
+  // Packed tensors are bytes in kernel signatures; inputs are read, outputs written, by element.
+  EXPECT_NE(cuda.find("const uint8_t* __restrict__ z, uint8_t* __restrict__ q_out0)"),
+            std::string::npos)
+      << cuda;
+  EXPECT_NE(cuda.find("kiln::load_packed<kiln::packed_int4>(z, "), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("kiln::store_packed<kiln::packed_int4>(q_out0, "), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("kiln::store_packed<kiln::packed_int4>(qt_out0, "), std::string::npos)
+      << cuda;
+  EXPECT_NE(cuda.find("kiln::load_packed<kiln::packed_int4>(q_out0, "), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("kiln::load_packed<kiln::packed_float4_e2m1>(f4_out0, "), std::string::npos)
+      << cuda;
+  EXPECT_NE(cuda.find("kiln::store_packed<kiln::packed_uint4>("), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("kiln::store_packed<kiln::packed_int2>("), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("kiln::store_packed<kiln::packed_float4_e2m1>("), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("kiln::cast_packed<kiln::packed_int2, float>("), std::string::npos) << cuda;
+  // The contract: a packed output is 4-byte aligned (the GPU updates its 32-bit words), with the
+  // DLPack dtype of its bits; a packed input needs no alignment.
+  EXPECT_NE(cuda.find("{\"q_out0\", {kDLInt, 4, 1}, 2, shape_3, 4, 1}"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("{\"z\", {kDLInt, 4, 1}, 0, shape_2, 1, 0}"), std::string::npos) << cuda;
+  test::expect_cuda_compiles("packed", cuda, {"sm_90"});
+}
+
+}  // namespace
+}  // namespace kiln
