@@ -487,11 +487,7 @@ std::string CodePrinter::expr(const Expr& e) {
     case NodeKind::Load: {
       const Load* l = e.as<Load>();
       KILN_ASSERT(l->index.type().lanes == 1, "vector load outside a vector copy: {}", to_string(e));
-      if (is_packed_global(l->buffer)) {
-        return "kiln::load_packed<" + packed_traits(l->buffer->dtype) + ">(" + buffer_name(l->buffer) + ", " +
-               expr(l->index) + ")";
-      }
-      return buffer_name(l->buffer) + "[" + expr(l->index) + "]";
+      return load_element(l->buffer, expr(l->index));
     }
     case NodeKind::Let: {
       // A temporary on its own line before the statement being printed.
@@ -521,16 +517,7 @@ void CodePrinter::print_store(const Store* op) {
       const std::string k = fresh_name("lane");
       line() << unroll_pragma() << "\n";
       open_block("for (int64_t " + k + " = 0; " + k + " < " + std::to_string(dst->lanes) + "; ++" + k + ")");
-      const std::string from = "(" + s + ") + " + k, to = "(" + d + ") + " + k;
-      const std::string value = is_packed_global(load->buffer) ? "kiln::load_packed<" + packed_traits(load->buffer->dtype) +
-                                                                     ">(" + buffer_name(load->buffer) + ", " + from + ")"
-                                                               : buffer_name(load->buffer) + "[" + from + "]";
-      if (is_packed_global(op->buffer)) {
-        line() << "kiln::store_packed<" << packed_traits(op->buffer->dtype) << ">(" << buffer_name(op->buffer) << ", "
-               << to << ", " << value << ");\n";
-      } else {
-        line() << buffer_name(op->buffer) << "[" << to << "] = " << value << ";\n";
-      }
+      print_store_element(op->buffer, "(" + d + ") + " + k, load_element(load->buffer, "(" + s + ") + " + k));
       close_block();
       return;
     }
@@ -540,12 +527,23 @@ void CodePrinter::print_store(const Store* op) {
   }
   const std::string index = expr(op->index);
   const std::string value = expr(op->value);
-  if (is_packed_global(op->buffer)) {
-    line() << "kiln::store_packed<" << packed_traits(op->buffer->dtype) << ">(" << buffer_name(op->buffer) << ", "
-           << index << ", " << value << ");\n";
-    return;
+  print_store_element(op->buffer, index, value);
+}
+
+// Element `index` of `b`: an array access, or for a packed global buffer the bits of its byte
+// (kiln_packed.h).
+std::string CodePrinter::load_element(const Buffer& b, const std::string& index) {
+  if (is_packed_global(b)) return "kiln::load_packed<" + packed_traits(b->dtype) + ">(" + buffer_name(b) + ", " + index + ")";
+  return buffer_name(b) + "[" + index + "]";
+}
+
+void CodePrinter::print_store_element(const Buffer& b, const std::string& index, const std::string& value) {
+  if (is_packed_global(b)) {
+    line() << "kiln::store_packed<" << packed_traits(b->dtype) << ">(" << buffer_name(b) << ", " << index << ", " << value
+           << ");\n";
+  } else {
+    line() << buffer_name(b) << "[" << index << "] = " << value << ";\n";
   }
-  line() << buffer_name(op->buffer) << "[" << index << "] = " << value << ";\n";
 }
 
 void CodePrinter::print_for(const For* op) {
@@ -698,7 +696,8 @@ void CodePrinter::print_workspace(const FunctionLayout& f) {
     line() << "kiln::abi::ArenaBuffer buffers[" << n << "] = {\n";
     for (size_t k = 0; k < n; ++k) {
       const Buffer& t = f.temporaries[k];
-      line() << "    {" << storage_bytes(t) << ", " << f.lifetimes[k].first << ", " << f.lifetimes[k].second << ", 0},  // " << t->name << "\n";
+      line() << "    {" << storage_bytes(t) << ", " << f.lifetimes[k].first << ", " << f.lifetimes[k].second
+             << ", 0},  // " << t->name << "\n";
     }
     line() << "};\n";
     line() << "const size_t total = kiln::abi::plan_arena(buffers, " << n << ");\n";

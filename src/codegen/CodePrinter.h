@@ -119,6 +119,8 @@ class CodePrinter {
   std::string wrap_narrow(Type t, const std::string& text);
   std::string call(const ir::Call* op);
   void print_store(const ir::Store* op);
+  std::string load_element(const ir::Buffer& b, const std::string& index);
+  void print_store_element(const ir::Buffer& b, const std::string& index, const std::string& value);
   void print_signature(const FunctionLayout& f);
   void print_workspace(const FunctionLayout& f);
   void print_entry(const FunctionLayout& f);
