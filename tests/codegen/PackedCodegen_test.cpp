@@ -153,6 +153,51 @@ TEST(PackedCodegen, CppThroughContractMatchesInterpreter) {
   EXPECT_EQ(outputs[6].get_double(12), -6.0);  // back of -6.1
 }
 
+// The contract of packed arguments: a packed output must be 4-byte aligned (the GPU writes its
+// 32-bit words), a dtype of the wrong width is named in the error, and writing the elements of
+// a tensor leaves the other bits of its last byte alone.
+TEST(PackedCodegen, ContractChecksPackedAlignmentAndDtype) {
+  te::Tensor x = te::placeholder("x", DType::Float32, {5});
+  te::Tensor y = te::compute(
+      "y", {5}, [&](const std::vector<ir::Expr>& i) { return ir::cast(Type(DType::Int4), x(i)); });
+  const LoweredFunc func = lower("to_int4", {x}, {y}, Schedule());
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_packed_contract_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  codegen::write_support_files((dir / "include").string());
+  std::ofstream(dir / "module.cpp") << codegen::generate_module({func}, codegen::Target::Cpu);
+  codegen::BuildOptions build;
+  build.target = codegen::Target::Cpu;
+  build.include_dir = (dir / "include").string();
+  codegen::build_shared_library({(dir / "module.cpp").string()}, (dir / "libmodule.so").string(),
+                                build);
+  void* handle = dlopen((dir / "libmodule.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto fn = reinterpret_cast<KilnKernelFn>(dlsym(handle, "kiln_to_int4"));
+  auto last_error = reinterpret_cast<const char* (*)()>(dlsym(handle, "kiln_last_error"));
+  ASSERT_NE(fn, nullptr);
+  HostTensor in = test::float_tensor({5}, {1, 2, 3, 4, 5}), out(DType::Int4, {8});
+  for (int64_t i = 0; i < 8; ++i) out.set_int(i, -1);
+  std::vector<DLTensor> args = {host_dl(in), host_dl(out)};
+  args[1].shape = args[0].shape;
+  args[1].byte_offset = 1;
+  EXPECT_EQ(fn(args.data(), 2, nullptr, nullptr), KILN_ERR_LAYOUT);
+  EXPECT_NE(std::string(last_error()).find("y.data is not 4-byte aligned"), std::string::npos)
+      << last_error();
+  args[1].byte_offset = 0;
+  args[1].dtype.bits = 2;
+  EXPECT_EQ(fn(args.data(), 2, nullptr, nullptr), KILN_ERR_DTYPE);
+  EXPECT_NE(std::string(last_error()).find("y.dtype is int2, expected int4"), std::string::npos)
+      << last_error();
+  args[1].dtype.bits = 4;
+  ASSERT_EQ(fn(args.data(), 2, nullptr, nullptr), KILN_OK) << last_error();
+  // The elements past the 5 written, in the same bytes, keep their bits.
+  EXPECT_EQ(test::values_of(out), (std::vector<double>{1, 2, 3, 4, 5, -1, -1, -1}));
+  dlclose(handle);
+  fs::remove_all(dir);
+}
+
 // The IR's own conversions and arithmetic (below the ops' clamps): a float sweep (NaN, infinities,
 // beyond int64, halfway values) and int32 values cast to every packed type, and int4 + int4 over
 // all 256 pairs, which wraps at 4 bits.
