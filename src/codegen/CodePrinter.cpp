@@ -34,8 +34,14 @@ class FindVectorAccess : public IRVisitor {
     note(op->buffer, op->index);
     IRVisitor::visit(op);
   }
+  // A packed tensor is written through the aligned 32-bit word that holds each element's byte
+  // (kiln_packed.h's store_packed), so it must be 4-byte aligned.
   void visit(const Store* op) override {
     note(op->buffer, op->index);
+    if (is_packed(op->buffer->dtype) && op->buffer->scope == MemoryScope::Global) {
+      int& a = alignment[op->buffer.get()];
+      a = std::max(a, 4);
+    }
     IRVisitor::visit(op);
   }
   // The 4-bit kernels (kernels/quant/) read x and the weight in 16-byte vectors and the scales
@@ -269,18 +275,39 @@ std::string CodePrinter::type_name(Type t) {
     case DType::Float8E5M2: return "kiln::float8_e5m2_t";
     case DType::Float8E5M2FNUZ: return "kiln::float8_e5m2fnuz_t";
     case DType::Float8E8M0: return "kiln::float8_e8m0_t";
-    case DType::Float4E2M1: return "kiln::float4_e2m1_t";  // in registers; packed tensors have no C type
-    default: unsupported("{} code generation has no type for {} (packed 4-/2-bit tensors are not generated yet)",
-                         target_name(target_), dtype_name(t.dtype));
+    // 4- and 2-bit types in registers (and local/shared arrays), one element per value; global
+    // tensors of them are packed bytes (storage_type_name, kiln_packed.h).
+    case DType::Float4E2M1: return "kiln::float4_e2m1_t";
+    case DType::Int4:
+    case DType::Int2: return "int8_t";
+    case DType::UInt4:
+    case DType::UInt2: return "uint8_t";
   }
+  internal_error("no C type for dtype " + std::string(dtype_name(t.dtype)));
+}
+
+std::string CodePrinter::storage_type_name(DType dtype) { return is_packed(dtype) ? "uint8_t" : type_name(dtype); }
+
+std::string CodePrinter::storage_bytes(const Buffer& b) {
+  const std::string n = "static_cast<size_t>(" + expr(b.num_elements()) + ")";
+  if (!is_packed(b->dtype)) return n + " * " + std::to_string(dtype_bytes(b->dtype));
+  return "(" + n + " * " + std::to_string(dtype_bits(b->dtype)) + " + 7) / 8";
 }
 
 std::string CodePrinter::buffer_pointer_type(const Buffer& b, bool is_const) {
-  if (is_packed(b->dtype)) {
-    unsupported("{} code generation of packed {} tensors ('{}') is not supported yet", target_name(target_),
-                dtype_name(b->dtype), b->name);
+  return std::string(is_const ? "const " : "") + storage_type_name(b->dtype) + "* __restrict__";
+}
+
+// The kiln_packed.h traits of a 4- or 2-bit dtype.
+std::string CodePrinter::packed_traits(DType dtype) {
+  switch (dtype) {
+    case DType::Int4: return "kiln::packed_int4";
+    case DType::UInt4: return "kiln::packed_uint4";
+    case DType::Int2: return "kiln::packed_int2";
+    case DType::UInt2: return "kiln::packed_uint2";
+    case DType::Float4E2M1: return "kiln::packed_float4_e2m1";
+    default: internal_error("not a packed dtype: " + std::string(dtype_name(dtype)));
   }
-  return std::string(is_const ? "const " : "") + type_name(b->dtype) + "* __restrict__";
 }
 
 std::string CodePrinter::float_const(Type t, double v) {
@@ -333,6 +360,13 @@ bool is_narrow_int(Type t) { return (t.is_int() || t.is_uint()) && t.bits() < 32
 
 }  // namespace
 
+// `text` (an integer of C's promoted type) wrapped to narrow integer type `t`: a C cast, or for
+// the 4- and 2-bit types their traits' wrap (their register type alone would wrap at 8 bits).
+std::string CodePrinter::wrap_narrow(Type t, const std::string& text) {
+  if (is_packed(t.dtype)) return packed_traits(t.dtype) + "::wrap(" + text + ")";
+  return type_name(t) + "(" + text + ")";
+}
+
 std::string CodePrinter::binary(const Expr& e, const char* op) {
   const auto* node = static_cast<const BinaryNode<Add, NodeKind::Add>*>(e.get());
   const Type operand = node->a.type();
@@ -342,7 +376,7 @@ std::string CodePrinter::binary(const Expr& e, const char* op) {
     return e.type().is_bool() ? value : "kiln::from_float<" + type_name(e.type()) + ">" + value;
   }
   const std::string value = "(" + a + " " + op + " " + b + ")";
-  if (!e.type().is_bool() && is_narrow_int(e.type())) return type_name(e.type()) + value;
+  if (!e.type().is_bool() && is_narrow_int(e.type())) return wrap_narrow(e.type(), value);
   return value;
 }
 
@@ -354,9 +388,7 @@ std::string CodePrinter::call(const Call* op) {
     case Intrinsic::NaN: return float_const(t, NAN);
     default: break;
   }
-  auto typed = [&](const std::string& text) {
-    return is_narrow_int(t) ? type_name(t) + "(" + text + ")" : text;
-  };
+  auto typed = [&](const std::string& text) { return is_narrow_int(t) ? wrap_narrow(t, text) : text; };
   switch (op->op) {
     case Intrinsic::BitAnd: return typed("(" + arg(0) + " & " + arg(1) + ")");
     case Intrinsic::BitOr: return typed("(" + arg(0) + " | " + arg(1) + ")");
@@ -365,10 +397,15 @@ std::string CodePrinter::call(const Call* op) {
     case Intrinsic::ShiftLeft: return "kiln::shift_left<" + type_name(t) + ">(" + arg(0) + ", " + arg(1) + ")";
     case Intrinsic::ShiftRight: return "kiln::shift_right<" + type_name(t) + ">(" + arg(0) + ", " + arg(1) + ")";
     case Intrinsic::BitCast:
+      if (is_packed(t.dtype) || is_packed(op->args[0].type().dtype)) {
+        unsupported("{} code generation of BitCast between {} and {}", target_name(target_),
+                    dtype_name(op->args[0].type().dtype), dtype_name(t.dtype));
+      }
       return "kiln::bit_cast<" + type_name(t) + ">(" + arg(0) + ")";
     case Intrinsic::SyncThreads: internal_error("sync_threads used as a value");
     case Intrinsic::BlockAllReduce: return print_block_allreduce(op);
     case Intrinsic::Abs:
+      if (is_packed(t.dtype) && !t.is_float()) return wrap_narrow(t, "kiln::fabs_<int>(" + arg(0) + ")");
       if (!t.is_float()) return "kiln::fabs_<" + type_name(t) + ">(" + arg(0) + ")";
       break;
     default: break;
@@ -401,6 +438,10 @@ std::string CodePrinter::expr(const Expr& e) {
     case NodeKind::Variable: return var_name(e);
     case NodeKind::Cast: {
       const Cast* c = e.as<Cast>();
+      if (is_packed(e.type().dtype) && !e.type().is_float()) {
+        return "kiln::cast_packed<" + packed_traits(e.type().dtype) + ", " + type_name(c->value.type()) + ">(" +
+               expr(c->value) + ")";
+      }
       return "kiln::cast<" + type_name(e.type()) + ", " + type_name(c->value.type()) + ">(" + expr(c->value) + ")";
     }
     case NodeKind::Add: return binary(e, "+");
@@ -446,7 +487,7 @@ std::string CodePrinter::expr(const Expr& e) {
     case NodeKind::Load: {
       const Load* l = e.as<Load>();
       KILN_ASSERT(l->index.type().lanes == 1, "vector load outside a vector copy: {}", to_string(e));
-      return buffer_name(l->buffer) + "[" + expr(l->index) + "]";
+      return load_element(l->buffer, expr(l->index));
     }
     case NodeKind::Let: {
       // A temporary on its own line before the statement being printed.
@@ -470,13 +511,39 @@ void CodePrinter::print_store(const Store* op) {
     KILN_ASSERT(dst && src && is_one(dst->stride) && is_one(src->stride), "unsupported vector store into {}",
                 op->buffer->name);
     const std::string d = expr(dst->base), s = expr(src->base);
+    if (is_packed_global(op->buffer) || is_packed_global(load->buffer)) {
+      // Packed elements have no vector type: one element at a time, out of or into a local array
+      // of one element per byte.
+      const std::string k = fresh_name("lane");
+      line() << unroll_pragma() << "\n";
+      open_block("for (int64_t " + k + " = 0; " + k + " < " + std::to_string(dst->lanes) + "; ++" + k + ")");
+      print_store_element(op->buffer, "(" + d + ") + " + k, load_element(load->buffer, "(" + s + ") + " + k));
+      close_block();
+      return;
+    }
     line() << "kiln::copy_vector<" << dst->lanes << ">(&" << buffer_name(op->buffer) << "[" << d << "], &"
            << buffer_name(load->buffer) << "[" << s << "]);\n";
     return;
   }
   const std::string index = expr(op->index);
   const std::string value = expr(op->value);
-  line() << buffer_name(op->buffer) << "[" << index << "] = " << value << ";\n";
+  print_store_element(op->buffer, index, value);
+}
+
+// Element `index` of `b`: an array access, or for a packed global buffer the bits of its byte
+// (kiln_packed.h).
+std::string CodePrinter::load_element(const Buffer& b, const std::string& index) {
+  if (is_packed_global(b)) return "kiln::load_packed<" + packed_traits(b->dtype) + ">(" + buffer_name(b) + ", " + index + ")";
+  return buffer_name(b) + "[" + index + "]";
+}
+
+void CodePrinter::print_store_element(const Buffer& b, const std::string& index, const std::string& value) {
+  if (is_packed_global(b)) {
+    line() << "kiln::store_packed<" << packed_traits(b->dtype) << ">(" << buffer_name(b) << ", " << index << ", " << value
+           << ");\n";
+  } else {
+    line() << buffer_name(b) << "[" << index << "] = " << value << ";\n";
+  }
 }
 
 void CodePrinter::print_for(const For* op) {
@@ -629,8 +696,8 @@ void CodePrinter::print_workspace(const FunctionLayout& f) {
     line() << "kiln::abi::ArenaBuffer buffers[" << n << "] = {\n";
     for (size_t k = 0; k < n; ++k) {
       const Buffer& t = f.temporaries[k];
-      line() << "    {static_cast<size_t>(" << expr(t.num_elements()) << ") * " << dtype_bytes(t->dtype) << ", "
-             << f.lifetimes[k].first << ", " << f.lifetimes[k].second << ", 0},  // " << t->name << "\n";
+      line() << "    {" << storage_bytes(t) << ", " << f.lifetimes[k].first << ", " << f.lifetimes[k].second
+             << ", 0},  // " << t->name << "\n";
     }
     line() << "};\n";
     line() << "const size_t total = kiln::abi::plan_arena(buffers, " << n << ");\n";
@@ -750,7 +817,7 @@ void CodePrinter::print_entry(const FunctionLayout& f) {
   }
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Buffer& b = f.params[i];
-    const std::string t = type_name(b->dtype);
+    const std::string t = storage_type_name(b->dtype);
     line() << "[[maybe_unused]] " << t << "* " << buffer_name(b) << " = reinterpret_cast<" << t << "*>(static_cast<char*>(args[" << i
            << "].data) + args[" << i << "].byte_offset);\n";
   }
@@ -760,7 +827,7 @@ void CodePrinter::print_entry(const FunctionLayout& f) {
     line() << "if (constants == nullptr) return KILN_ERR_WEIGHTS;\n";
     for (size_t k = 0; k < f.constants.size(); ++k) {
       const Buffer& b = f.constants[k];
-      const std::string t = type_name(b->dtype);
+      const std::string t = storage_type_name(b->dtype);
       line() << "[[maybe_unused]] " << t << "* " << buffer_name(b) << " = static_cast<" << t
              << "*>(const_cast<void*>(constants[" << k << "]));\n";
     }
@@ -772,7 +839,7 @@ void CodePrinter::print_entry(const FunctionLayout& f) {
            << "(s, o, nullptr); });\n";
     for (size_t k = 0; k < f.temporaries.size(); ++k) {
       const Buffer& b = f.temporaries[k];
-      const std::string t = type_name(b->dtype);
+      const std::string t = storage_type_name(b->dtype);
       line() << t << "* " << buffer_name(b) << " = reinterpret_cast<" << t
              << "*>(static_cast<char*>(workspace) + offsets[" << k << "]);\n";
     }
@@ -780,8 +847,7 @@ void CodePrinter::print_entry(const FunctionLayout& f) {
   print_invoke(f);
   for (const auto& [param, source] : f.copies) {
     const Buffer& dst = f.params[param];
-    print_copy(buffer_name(dst), buffer_name(source),
-               "static_cast<size_t>(" + expr(dst.num_elements()) + ") * " + std::to_string(dtype_bytes(dst->dtype)));
+    print_copy(buffer_name(dst), buffer_name(source), storage_bytes(dst));
   }
   line() << "return KILN_OK;\n";
   close_block();

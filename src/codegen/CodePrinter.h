@@ -96,7 +96,12 @@ class CodePrinter {
   std::ostringstream& out() { return out_; }
 
   // ---- IR ----------------------------------------------------------------------------------
+  // The C type of a value (in registers, local and shared arrays) and of a global buffer's
+  // elements: they differ for the packed 4- and 2-bit types (uint8_t bytes; kiln_packed.h).
   std::string type_name(Type t);
+  std::string storage_type_name(DType dtype);
+  std::string storage_bytes(const ir::Buffer& b);  // host expression: the bytes of a global buffer
+  static bool is_packed_global(const ir::Buffer& b) { return is_packed(b->dtype) && b->scope == ir::MemoryScope::Global; }
   std::string expr(const ir::Expr& e);  // may emit temporaries (Let) before the current line
   void stmt(const ir::Stmt& s);
   std::string buffer_pointer_type(const ir::Buffer& b, bool is_const);
@@ -110,8 +115,12 @@ class CodePrinter {
   std::string binary(const ir::Expr& e, const char* op);
   std::string float_const(Type t, double v);
   std::string int_const(Type t, int64_t v);
+  std::string packed_traits(DType dtype);
+  std::string wrap_narrow(Type t, const std::string& text);
   std::string call(const ir::Call* op);
   void print_store(const ir::Store* op);
+  std::string load_element(const ir::Buffer& b, const std::string& index);
+  void print_store_element(const ir::Buffer& b, const std::string& index, const std::string& value);
   void print_signature(const FunctionLayout& f);
   void print_workspace(const FunctionLayout& f);
   void print_entry(const FunctionLayout& f);

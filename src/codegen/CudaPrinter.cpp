@@ -258,7 +258,7 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
   const std::vector<Buffer> buffers = buffers_used(f, op->epilogue);
   open_block("struct " + epilogue_name(f, stage));
   line() << "static constexpr int kNumB = " << op->b.size() << ";\n";
-  for (const Buffer& b : buffers) line() << type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
+  for (const Buffer& b : buffers) line() << storage_type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
   for (const Expr& s : f.symbols) line() << "int64_t " << var_name(s) << ";\n";
   const std::string unused = "[[maybe_unused]] ";
   std::string params = unused + "int64_t " + var_name(op->batch_var) + ", " + unused + "int64_t " + var_name(op->m_var) +

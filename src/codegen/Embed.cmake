@@ -10,6 +10,7 @@ set(KILN_EMBEDDED_FILES
   "${PROJECT_SOURCE_DIR}/include/kiln/runtime/kiln_model.h=include/kiln/runtime/kiln_model.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_model_weights.h=include/kiln/codegen/runtime/kiln_model_weights.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_common.h=include/kiln/codegen/runtime/kiln_common.h"
+  "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_packed.h=include/kiln/codegen/runtime/kiln_packed.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_cpu.h=include/kiln/codegen/runtime/kiln_cpu.h"
   "${PROJECT_SOURCE_DIR}/include/kiln/codegen/runtime/kiln_cuda.cuh=include/kiln/codegen/runtime/kiln_cuda.cuh"
   "${DLPACK_INCLUDE_DIR}/dlpack/dlpack.h=include/dlpack/dlpack.h"

@@ -10,14 +10,16 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "kiln/codegen/Build.h"
 
 namespace kiln::test {
 
 // Writes `source_text` with the support headers into a fresh folder named after `name`, compiles
-// it, and expects nvcc to succeed silently. Skips (with the reason) where nvcc is missing.
-inline void expect_cuda_compiles_for_every_architecture(const std::string& name, const std::string& source_text) {
+// it for `archs`, and expects nvcc to succeed silently. Skips (with the reason) where nvcc is missing.
+inline void expect_cuda_compiles(const std::string& name, const std::string& source_text,
+                                 const std::vector<std::string>& archs) {
   namespace fs = std::filesystem;
   const std::string nvcc = codegen::find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found: generated CUDA is not compiled here";
@@ -29,7 +31,7 @@ inline void expect_cuda_compiles_for_every_architecture(const std::string& name,
   std::ofstream(source) << source_text;
   const std::string log = (dir / "nvcc.log").string();
   const std::string cmd = "'" + nvcc + "' -std=c++20 -c --expt-relaxed-constexpr -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror" +
-                          codegen::cuda_arch_flags({"sm_80", "sm_90", "sm_110"}) + " -I'" + (dir / "include").string() + "' -o '" +
+                          codegen::cuda_arch_flags(archs) + " -I'" + (dir / "include").string() + "' -o '" +
                           (dir / "module.o").string() + "' '" + source.string() + "' > '" + log + "' 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
@@ -37,6 +39,10 @@ inline void expect_cuda_compiles_for_every_architecture(const std::string& name,
   EXPECT_EQ(status, 0) << cmd << "\n" << output;
   EXPECT_EQ(output, "") << "nvcc printed warnings:\n" << output;
   fs::remove_all(dir);
+}
+
+inline void expect_cuda_compiles_for_every_architecture(const std::string& name, const std::string& source_text) {
+  expect_cuda_compiles(name, source_text, {"sm_80", "sm_90", "sm_110"});
 }
 
 }  // namespace kiln::test

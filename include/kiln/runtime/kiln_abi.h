@@ -13,6 +13,13 @@
  * on `stream` only, allocates nothing, never synchronizes, and returns 0 or a KilnStatus; the
  * message of the last failure on this thread is `kiln_last_error()`.
  *
+ * Tensors of 4- and 2-bit dtypes (int4, uint4, int2, uint2, float4 E2M1; DLDataType bits 4 or 2)
+ * are packed in ONNX's layout: 4-bit element 2k in the low nibble of byte k, 2-bit element 4k + j
+ * in bits 2j..2j+1 of byte k. A function that writes one updates, on the GPU, the aligned 32-bit
+ * words that hold its bytes (atomically, other bits unchanged): such an output's signature asks
+ * 4-byte alignment, and its allocation must extend to the end of the word holding its last byte
+ * (cudaMalloc, the workspace plan and framework allocators all round sizes up further).
+ *
  * Every adapter (TensorRT plugin enqueue, TVM-FFI export, the Python module, the whole-model
  * runtime, tests, benchmarks) calls kernels through this entry point only.
  *

@@ -15,13 +15,20 @@ namespace kiln::abi {
 inline const char* dl_dtype_name(DLDataType t) {
   switch (t.code) {
     case kDLFloat:
-      return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : t.bits == 64 ? "float64" : "float?";
+      return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : t.bits == 64 ? "float64" : t.bits == 4 ? "float4_e2m1" : "float?";
     case kDLBfloat:
       return t.bits == 16 ? "bfloat16" : "bfloat?";
     case kDLInt:
-      return t.bits == 8 ? "int8" : t.bits == 16 ? "int16" : t.bits == 32 ? "int32" : t.bits == 64 ? "int64" : "int?";
+      return t.bits == 8    ? "int8"
+             : t.bits == 16 ? "int16"
+             : t.bits == 32 ? "int32"
+             : t.bits == 64 ? "int64"
+             : t.bits == 4  ? "int4"
+             : t.bits == 2  ? "int2"
+                            : "int?";
     case kDLUInt:
-      return t.bits == 1 || t.bits == 8 ? (t.bits == 1 ? "bool" : "uint8")
+      return t.bits == 4 || t.bits == 2 ? (t.bits == 4 ? "uint4" : "uint2")
+             : t.bits == 1 || t.bits == 8 ? (t.bits == 1 ? "bool" : "uint8")
              : t.bits == 16             ? "uint16"
              : t.bits == 32             ? "uint32"
              : t.bits == 64             ? "uint64"

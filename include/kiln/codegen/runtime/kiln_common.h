@@ -158,7 +158,7 @@ KILN_HD inline void copy_vector(T* __restrict__ dst, const T* __restrict__ src) 
 // pattern in a byte (float4 in the low 4 bits), computed in float like half types. from_float is
 // ONNX's Cast: round to nearest even, saturating (E8M0: the float's exponent rounded up).
 // Bit-exact with kiln's CPU reference (include/kiln/ir/SmallFloat.h). Tensors of 4- and 2-bit
-// types are packed and have no C type here.
+// types are packed: kiln_packed.h.
 template <int ExpBits, int MantBits, int Bias, int Kind>  // Kind: 0 IEEE-like, 1 fn, 2 fnuz, 3 no inf/NaN
 struct small_float_t {
   uint8_t bits;
@@ -253,5 +253,7 @@ template <>
 struct is_half_like<float8_e8m0_t> : std::true_type {};
 
 }  // namespace kiln
+
+#include "kiln_packed.h"  // 4- and 2-bit tensors
 
 #endif  // KILN_COMMON_H_
