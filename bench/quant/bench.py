@@ -238,7 +238,7 @@ def main():
                     log(f"- FAIL GEMV variant {variant}: {fmt} x scaled by 2^{int(math.log2(scale))}: rel err {e:.3e}")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
     log("- activations scaled by 2^118 and 2^-60 (M = 1, 256×2048, all formats): checked for GEMV variants 5, 7, 8")
-    # GEMM variant 3 (wgmma) at the token-tile edges, each token tile (64/128/256) forced, INT4
+    # GEMM variant 3 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
     # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split) and
     # 8192 (split-K); N = 272 is not a multiple of 128: the fallback (its reason is printed).
     e3 = {}
@@ -249,7 +249,7 @@ def main():
                 q = kq.quantize(w, fmt, group=group, scale_dtype=dt) if fmt == "int4" else quantize(w, fmt)
                 kw, wd = kq.KernelWeight(q), q.dequant().double()
                 for m in [17, 51, 200, 816]:
-                    for bn in (["64", "128", "256"] if n == 384 and k == 640 else [""]):
+                    for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
                         os.environ["KILN_QUANT_WGMMA_BN"] = bn
                         x = torch.randn(m, k, device=dev).to(dt)
                         y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
@@ -349,7 +349,7 @@ def main():
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
     log(f"kiln columns: GEMV variant {default_variant} (variants 7 and 8 run at M = 1 only; variant 5 at 2 <= M <= 16), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 µs (M ≤ 16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128 / 256-token tiles µs (M > 16) |")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 µs (M ≤ 16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -408,7 +408,7 @@ def main():
                 row += f" {t:.1f} | {gbs:.0f} | {100 * ceil[(fmt, n, k)] / t:.0f}% | {t_bf / t:.2f} |"
             if m > 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128"), ("3", "256")]:
+                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128")]:
                     if not gemm_ok[variant] or (bn == "64" and m > 64):
                         tv.append("-")
                         continue

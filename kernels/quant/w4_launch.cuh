@@ -91,7 +91,7 @@ constexpr bool kW4WgmmaBuilt = true;
 constexpr bool kW4WgmmaBuilt = false;
 #endif
 
-// KILN_QUANT_WGMMA_BN=64|128|256 forces variant 3's token tile (benchmarks); else plan_wgmma's.
+// KILN_QUANT_WGMMA_BN=64|128 forces variant 3's token tile (benchmarks); else plan_wgmma's.
 inline int wgmma_bn_override() {
   const char* v = std::getenv("KILN_QUANT_WGMMA_BN");
   return v ? std::atoi(v) : 0;
@@ -105,7 +105,7 @@ inline WgmmaPlan wgmma_plan_here(int m, int n, int k) {
 
 // Split-K bytes variant 3 needs at most for a shape (any token tile): one zeroed [m, n] fp32.
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
-  for (int bn : {64, 128, 256})
+  for (int bn : {64, 128})
     if (plan_wgmma(m, n, k, true, true, bn).split > 1) return size_t(m) * n * sizeof(float);
   return 0;
 }
@@ -263,7 +263,7 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const Ep& ep
   pdl[0].val.programmaticStreamSerializationAllowed = split == 1 && pdl_enabled() ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
-  cfg.blockDim = dim3(384);
+  cfg.blockDim = dim3(kWgmmaThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = pdl;
@@ -311,9 +311,8 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
     if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
     p.partial = static_cast<float*>(partial);
     p.tile_counter = nullptr;
-    return plan.bn == 64    ? try_launch_wgmma_bn<F, T, 64>(p, ep, split, stream, e)
-           : plan.bn == 128 ? try_launch_wgmma_bn<F, T, 128>(p, ep, split, stream, e)
-                            : try_launch_wgmma_bn<F, T, 256>(p, ep, split, stream, e);
+    return plan.bn == 64 ? try_launch_wgmma_bn<F, T, 64>(p, ep, split, stream, e)
+                         : try_launch_wgmma_bn<F, T, 128>(p, ep, split, stream, e);
   }
 }
 
@@ -329,6 +328,7 @@ cudaError_t launch_linear_unchecked(LinearParams p, void* partial, cudaStream_t 
   if (p.m == 0) return cudaSuccess;
   const LinearStore<T> ep = linear_store<T>(p);
   if (plan.kind == LinearPlan::Gemv) {
+    last_gemm_path = "GEMV (M <= 16, or N not a multiple of 128)";
     return plan.gemv_tiles == 1 ? launch_gemv<F, T, 1>(p, ep, plan.gemv_warps, stream)
                                 : launch_gemv<F, T, 2>(p, ep, plan.gemv_warps, stream);
   }

@@ -13,11 +13,11 @@ constexpr int kWgmmaSms = 132;  // H100/H200 SMs a grid aims to fill (one CTA pe
 struct WgmmaPlan {
   bool use = false;
   const char* reason = "";  // why not (use == false)
-  int bn = 64;              // tokens per tile: 64, 128 or 256
+  int bn = 64;              // tokens per tile: 64 or 128
   int split = 1;            // CTAs along K (each a multiple of 128 k)
 };
 
-// bn_override: 64, 128 or 256 forces the token tile (benchmarks), 0 lets the plan choose.
+// bn_override: 64 or 128 forces the token tile (benchmarks), 0 lets the plan choose.
 inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
                             int bn_override = 0) {
   WgmmaPlan plan;
@@ -30,25 +30,15 @@ inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
   if (m < 17) return refuse("M <= 16 runs the GEMV");
   if (n % kWgmmaRows != 0) return refuse("N is not a multiple of 128");
   if (k % 128 != 0 || k <= 0) return refuse("K is not a multiple of 128");
-  // The smallest token tile that holds M up to 128; above, 256 unless 128-token tiles pad
-  // fewer tokens by more than 10% (M = 816: 896 against 1024 padded tokens).
-  auto padded = [&](int bn) { return (m + bn - 1) / bn * bn; };
-  if (bn_override == 64 || bn_override == 128 || bn_override == 256) {
-    plan.bn = bn_override;
-  } else if (m <= 64) {
-    plan.bn = 64;
-  } else if (m <= 128) {
-    plan.bn = 128;
-  } else {
-    plan.bn = padded(256) * 10 <= padded(128) * 11 ? 256 : 128;
-  }
-  // Split K while the tiles fill at most half the SMs: the largest divisor of the 128-k steps
-  // that keeps tiles x split within one wave (two CTAs per SM at bn = 64, w4_gemm_sm90.cuh) and
-  // leaves each split at least two steps. (Splitting costs a memset, atomics and a second kernel.)
+  // 64 tokens up to M = 64, else 128 (wider tiles do not fit the registers of a CTA with three
+  // producer warpgroups, w4_gemm_sm90.cuh).
+  plan.bn = bn_override == 64 || bn_override == 128 ? bn_override : m <= 64 ? 64 : 128;
+  // Split K while the tiles fill at most half the SMs (one CTA each): the largest divisor of the
+  // 128-k steps that keeps tiles x split within one wave and leaves each split at least two
+  // steps. (Splitting costs a memset, atomics and a second kernel.)
   const int tiles = (n / kWgmmaRows) * ((m + plan.bn - 1) / plan.bn), steps = k / 128;
-  const int wave = kWgmmaSms * (plan.bn == 64 ? 2 : 1);
   if (2 * tiles <= kWgmmaSms) {
-    for (int d = std::min(steps / 2, wave / tiles); d >= 1; --d)
+    for (int d = std::min(steps / 2, kWgmmaSms / tiles); d >= 1; --d)
       if (steps % d == 0) {
         plan.split = d;
         break;

@@ -36,19 +36,17 @@ TEST(W4WgmmaPlan, TokenTileFollowsM) {
   EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true).bn, 64);
   EXPECT_EQ(plan_wgmma(64, 4096, 1024, true, true).bn, 64);
   EXPECT_EQ(plan_wgmma(65, 4096, 1024, true, true).bn, 128);
-  EXPECT_EQ(plan_wgmma(200, 4096, 1024, true, true).bn, 256);  // 256 padded tokens either way
-  EXPECT_EQ(plan_wgmma(816, 4096, 1024, true, true).bn, 128);  // 896 padded, not 1024
-  EXPECT_EQ(plan_wgmma(1024, 4096, 1024, true, true).bn, 256);
-  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 256).bn, 256);  // KILN_QUANT_WGMMA_BN
-  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 100).bn, 64);   // not a tile: ignored
+  EXPECT_EQ(plan_wgmma(816, 4096, 1024, true, true).bn, 128);
+  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 128).bn, 128);  // KILN_QUANT_WGMMA_BN
+  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 256).bn, 64);   // not a tile: ignored
 }
 
 TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
   // Gemma MLP at M = 51: 128 row tiles fill the SMs; the 2048-row down projection splits.
   EXPECT_EQ(plan_wgmma(51, 16384, 2048, true, true).split, 1);
-  EXPECT_EQ(plan_wgmma(51, 2048, 16384, true, true).split, 16);
+  EXPECT_EQ(plan_wgmma(51, 2048, 16384, true, true).split, 8);
   // Action expert at M = 51: gate/up (8192 rows, K = 1024) and down (1024 rows, K = 4096).
-  EXPECT_EQ(plan_wgmma(51, 8192, 1024, true, true).split, 4);
+  EXPECT_EQ(plan_wgmma(51, 8192, 1024, true, true).split, 2);
   EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true).split, 16);
   EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true).split, 1);
   for (int m : {17, 51, 200, 816}) {
@@ -60,7 +58,7 @@ TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
                      " k=" + std::to_string(k));
         EXPECT_EQ(steps % plan.split, 0);
         EXPECT_TRUE(plan.split == 1 || steps / plan.split >= 2);
-        EXPECT_TRUE(plan.split == 1 || tiles * plan.split <= kWgmmaSms * (plan.bn == 64 ? 2 : 1));
+        EXPECT_TRUE(plan.split == 1 || tiles * plan.split <= kWgmmaSms);
       }
     }
   }
