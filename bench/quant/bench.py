@@ -97,6 +97,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     lib = C.CDLL(args.lib)
+    lib.kiln_w4_last_gemm_path.restype = C.c_char_p
     rlib = C.CDLL(args.read_lib)
     rlib.kiln_bench_read.restype = C.c_int
     rlib.kiln_bench_read.argtypes = [C.c_void_p, C.c_longlong, C.c_void_p, C.c_int, C.c_void_p]
@@ -147,7 +148,8 @@ def main():
     log("")
     ok = {}
     variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True}
-    gemm_ok = {"1": True, "2": True}
+    gemm_ok = {"1": True, "2": True, "3": True}
+    gemm3_paths = set()  # what the GEMM variant-3 calls ran ("wgmma" or the fallback's reason)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
     for (n, k) in SHAPES:
@@ -169,7 +171,7 @@ def main():
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
                     # M <= 16: every GEMV variant; M > 16: both GEMM variants (fresh x for each)
-                    for variant in (["1", "2", "3", "4", "5", "6", "7", "8"] if m <= 16 else ["g1", "g2"]):
+                    for variant in (["1", "2", "3", "4", "5", "6", "7", "8"] if m <= 16 else ["g1", "g2", "g3"]):
                         if m <= 16:
                             os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                         else:
@@ -181,6 +183,8 @@ def main():
                             call()
                             torch.cuda.synchronize()
                             ev = rel_err(y, ref)
+                            if variant == "g3":
+                                gemm3_paths.add(lib.kiln_w4_last_gemm_path().decode())
                         except RuntimeError as ex:  # a refused or failed launch fails the variant, not the run
                             ev = float("inf")
                             log(f"- ERROR variant {variant}: {name} n={n} k={k} m={m}: {str(ex).splitlines()[0][:160]}")
@@ -192,7 +196,7 @@ def main():
                             log(f"- FAIL {'GEMV' if m <= 16 else 'GEMM'} variant {variant}: {name} n={n} k={k} m={m}: rel err {ev:.3e}")
                         e = max(e, ev)
                     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
-                    os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
+                    os.environ["KILN_QUANT_GEMM_VARIANT"] = "3"
                     good = e < BOUND[dt]
                     ok[(fmt, dt, n, k, m)] = good
                     key = (fmt, str(dt).split(".")[-1])
@@ -234,6 +238,39 @@ def main():
                     log(f"- FAIL GEMV variant {variant}: {fmt} x scaled by 2^{int(math.log2(scale))}: rel err {e:.3e}")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
     log("- activations scaled by 2^118 and 2^-60 (M = 1, 256×2048, all formats): checked for GEMV variants 5, 7, 8")
+    # GEMM variant 3 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
+    # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split) and
+    # 8192 (split-K); N = 272 is not a multiple of 128: the fallback (its reason is printed).
+    e3 = {}
+    for (n, k) in [(384, 640), (384, 8192), (272, 1024)]:
+        w = weights(n, k, 91 + k)
+        for fmt, group in [("nvfp4", 16), ("mxfp4", 32), ("int4", 32), ("int4", 64), ("int4", 128)]:
+            for dt in [torch.bfloat16, torch.float16]:
+                q = kq.quantize(w, fmt, group=group, scale_dtype=dt) if fmt == "int4" else quantize(w, fmt)
+                kw, wd = kq.KernelWeight(q), q.dequant().double()
+                for m in [17, 51, 200, 816]:
+                    for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
+                        os.environ["KILN_QUANT_WGMMA_BN"] = bn
+                        x = torch.randn(m, k, device=dev).to(dt)
+                        y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
+                        name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
+                        try:
+                            kq.Call(lib, name, [x] + kw.args() + [y], ws)()
+                            torch.cuda.synchronize()
+                            e = rel_err(y, x.double() @ wd.T)
+                        except RuntimeError as ex:
+                            e = float("inf")
+                            log(f"- ERROR GEMM variant 3 {name} n={n} k={k} m={m}: {str(ex).splitlines()[0][:160]}")
+                        path = lib.kiln_w4_last_gemm_path().decode()
+                        key = (n, k, path)
+                        e3[key] = max(e3.get(key, 0.0), e)
+                        if not e < BOUND[dt]:
+                            gemm_ok["3"] = False
+                            log(f"- FAIL GEMM variant 3 ({path}): {name} g={group} n={n} k={k} m={m} bn={bn or 'plan'}: rel err {e:.3e}")
+    os.environ.pop("KILN_QUANT_WGMMA_BN", None)
+    for (n, k, path), e in sorted(e3.items()):
+        log(f"- GEMM variant 3 edges n={n} k={k} (M = 17, 51, 200, 816; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")
+    log(f"- GEMM variant 3 in the shape loop ran: {sorted(gemm3_paths)}")
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
     # kiln columns: variant 8 where it passed (M = 1; it runs variant 5 at M > 1), else 7, else the library default 5
@@ -244,12 +281,14 @@ def main():
         for key in list(ok):
             if isinstance(key, tuple) and len(key) == 5 and key[4] <= 16:
                 ok[key] = True
-    if gemm_ok["1"] and not gemm_ok["2"]:  # likewise for M > 16: the kiln columns run GEMM variant 1
+    default_gemm = "3" if gemm_ok["3"] else "1"  # kiln columns at M > 16: the library default (3 on sm_90a)
+    os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
+    if gemm_ok[default_gemm] and not all(gemm_ok.values()):  # likewise for M > 16
         for key in list(ok):
             if isinstance(key, tuple) and len(key) == 5 and key[4] > 16:
                 ok[key] = True
     log(f"- GEMV variant used for the kiln columns (M <= 16): {default_variant}; passed: {[v for v, g in variant_ok.items() if g]}")
-    log(f"- GEMM variants (M > 16) passed: {[v for v, g in gemm_ok.items() if g]}; kiln columns use GEMM variant 1 (the library default)")
+    log(f"- GEMM variants (M > 16) passed: {[v for v, g in gemm_ok.items() if g]}; kiln columns use GEMM variant {default_gemm}")
 
     # variant 4 launches as a programmatic dependent launch; check that a graph captures it
     if default_variant in ("4", "5", "6", "7", "8"):
@@ -308,9 +347,9 @@ def main():
     log("")
     log(f"Streaming read of 2 GiB: {read_bw:.0f} GB/s (copy {copy_bw:.0f} GB/s). %ceil = the read kernel's time for the same")
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
-    log(f"kiln columns: GEMV variant {default_variant} (variants 7 and 8 run at M = 1 only; variant 5 at 2 <= M <= 16), GEMM variant 1.")
+    log(f"kiln columns: GEMV variant {default_variant} (variants 7 and 8 run at M = 1 only; variant 5 at 2 <= M <= 16), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 µs (M ≤ 16), GEMM variant 2 µs (M = 51) |")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 µs (M ≤ 16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -367,11 +406,19 @@ def main():
                 t = time_calls(calls)
                 gbs = kws[fmt][0].nbytes() / t / 1e3
                 row += f" {t:.1f} | {gbs:.0f} | {100 * ceil[(fmt, n, k)] / t:.0f}% | {t_bf / t:.2f} |"
-            if m == 51 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False) and gemm_ok["2"]:
-                os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
-                calls = [kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws["nvfp4"]]
-                row += f" {time_calls(calls):.1f} |"
-                os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
+            if m > 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
+                tv = []
+                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128")]:
+                    if not gemm_ok[variant] or (bn == "64" and m > 64):
+                        tv.append("-")
+                        continue
+                    os.environ["KILN_QUANT_GEMM_VARIANT"] = variant
+                    os.environ["KILN_QUANT_WGMMA_BN"] = bn
+                    calls = [kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws["nvfp4"]]
+                    tv.append(f"{time_calls(calls):.1f}")
+                os.environ.pop("KILN_QUANT_WGMMA_BN", None)
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
+                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:])} |"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
                 for variant in ["5", "7", "8"]:
@@ -415,7 +462,7 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 5 / 7 / 8 (M = 1) or GEMM variant 2 (M = 51) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 5 / 7 / 8 (M = 1) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     for (h, i, mlist, label) in [(2048, 16384, [1, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")]:
@@ -448,26 +495,27 @@ def main():
                          for j in range(layers)]
                 t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                 row += f" {t:.0f} ({t_bf / t:.2f}) |"
-            if m <= 64 and "FAILED" not in row and variant_ok["1"] and gemm_ok["1"]:
+            if "FAILED" not in row and variant_ok["1"] and gemm_ok["1"]:
                 # Side variants in the same graph harness. After the new variant's graph (GEMV 6 at
                 # M = 1, GEMM 2 at M = 51; both programmatic dependent launches), each layer output
                 # of the chain is checked against the first variant run eagerly on the same layer
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in (["5", "7", "8"] if m <= 16 else ["g2"]):
-                    if not (variant_ok[variant] if variant != "g2" else gemm_ok["2"]):
+                for variant in (["5", "7", "8"] if m <= 16 else ["g1", "g2", "g" + default_gemm]):
+                    if not (variant_ok[variant] if m <= 16 else gemm_ok[variant[1]]):
                         tv.append("fail")
                         continue
                     if m <= 16:
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                     else:
-                        os.environ["KILN_QUANT_GEMM_VARIANT"] = "2"
+                        os.environ["KILN_QUANT_GEMM_VARIANT"] = variant[1]
                     calls = [kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [bufs[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [bufs[j + 1]], ws)
                              for j in range(layers)]
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
-                    tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("7", "8", "g2"):
+                    if variant != "g3":  # (g3 = the kiln column: timed there)
+                        tv.append(f"{t:.0f} ({t_bf / t:.2f})")
+                    if variant in ("7", "8", "g2", "g3"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"
@@ -480,10 +528,10 @@ def main():
                             if torch.isfinite(r).all() and r.norm() > 1e-6 and torch.isfinite(snap[j]).all():
                                 e_chain = max(e_chain, rel_err(snap[j + 1], r))
                                 checked += 1
-                        what = f"GEMV variant {variant}" if m <= 16 else "GEMM variant 2"
+                        what = f"GEMV variant {variant}" if m <= 16 else f"GEMM variant {variant[1]}"
                         chain_notes.append(f"- {label} m={m}: layers of the graph-replayed nvfp4 chain ({what}) vs eager {'GEMV' if m <= 16 else 'GEMM'} variant 1 on the same input: worst rel. diff {e_chain:.2e} over {checked} finite layers{'' if e_chain < 2e-2 and checked >= 2 else '  FAIL'}")
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = default_variant
-                os.environ["KILN_QUANT_GEMM_VARIANT"] = "1"
+                os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
                 row += f" {' / '.join(tv)} |"
             else:
                 row += " |"

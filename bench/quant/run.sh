@@ -14,7 +14,8 @@ mkdir -p "$BUILD"
 OUTDIR=${OUT:-$BUILD}
 DLPACK_INCLUDE=${DLPACK_INCLUDE:-/usr/include}
 [ -f "$DLPACK_INCLUDE/dlpack/dlpack.h" ] || DLPACK_INCLUDE=.carry/include
-ARCH=${ARCH:-"-gencode=arch=compute_90,code=sm_90"}
+# sm_90a (with KILN_GEMM_SM90A, as kiln builds sm_90): GEMM variant 3 (wgmma) for M >= 17.
+ARCH=${ARCH:-"-gencode=arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A"}
 LIB=${LIB:-}  # a libkiln_quant.so built beforehand (same sources) skips the build
 if [ -n "$LIB" ] && python3 -c "import ctypes,sys; ctypes.CDLL(sys.argv[1])" "$LIB"; then
   echo "== using prebuilt $LIB"

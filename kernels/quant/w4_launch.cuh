@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "w4_gemm.cuh"
+#include "w4_gemm_sm90.cuh"
 #include "w4_gemv_async.cuh"
 
 namespace kiln::quant::gpu {
@@ -74,12 +75,44 @@ inline bool pdl_enabled() {
   return !(pdl && pdl[0] == '0');
 }
 
-// GEMM variant (w4_gemm.cuh): 1 by default (2 is checked but not yet timed, NOTES.md session 3);
-// KILN_QUANT_GEMM_VARIANT=2 selects 2.
+// GEMM variant for M >= 17: 3 (w4_gemm_sm90.cuh, wgmma) where plan_wgmma takes the call, else
+// 1 (w4_gemm.cuh); KILN_QUANT_GEMM_VARIANT=1 or 2 selects an mma.sync variant (2 is checked but
+// not the default, NOTES.md session 3), 3 the default.
 inline int gemm_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMM_VARIANT");
-  return v && v[0] == '2' ? 2 : 1;
+  return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 3;
 }
+
+// Whether this translation unit has GEMM variant 3's device code (an sm_90a pass) and may launch
+// it: KILN_GEMM_SM90A, as kernels/gemm/ (kiln's generated code and libkiln_quant's sm_90a build).
+#if defined(KILN_GEMM_SM90A)
+constexpr bool kW4WgmmaBuilt = true;
+#else
+constexpr bool kW4WgmmaBuilt = false;
+#endif
+
+// KILN_QUANT_WGMMA_BN=64|128 forces variant 3's token tile (benchmarks); else plan_wgmma's.
+inline int wgmma_bn_override() {
+  const char* v = std::getenv("KILN_QUANT_WGMMA_BN");
+  return v ? std::atoi(v) : 0;
+}
+
+// Variant 3's plan for this call on this device (use == false: the mma.sync GEMM, and why).
+inline WgmmaPlan wgmma_plan_here(int m, int n, int k) {
+  static const bool sm90 = kW4WgmmaBuilt && kiln::gemm::detail::device_is_sm90();
+  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override());
+}
+
+// Split-K bytes variant 3 needs at most for a shape (any token tile): one zeroed [m, n] fp32.
+inline size_t wgmma_partial_bytes(int m, int n, int k) {
+  for (int bn : {64, 128})
+    if (plan_wgmma(m, n, k, true, true, bn).split > 1) return size_t(m) * n * sizeof(float);
+  return 0;
+}
+
+// Which M >= 17 kernel this thread's last GEMM launch ran: "wgmma", or why the mma.sync one ran
+// (benchmarks print it, so that a fallback is never mistaken for the new kernel).
+inline thread_local const char* last_gemm_path = "";
 
 // Variant 4's split of K: the most warps per 16-row tile (a divisor of the 128-k steps) that
 // keeps the grid at <= ~8 warps per SM, so that the whole grid is resident at once (no second
@@ -198,18 +231,112 @@ cudaError_t launch_gemm1(const LinearParams& p, const Ep& ep, int split, cudaStr
   return cudaGetLastError();
 }
 
+// x [m, k] as variant 3's TMA tensor: boxes of 64 k x BN tokens, 128-byte swizzle. False where
+// the driver refuses it (x not 16-byte aligned).
+template <typename T, int BN>
+bool wgmma_x_tensor_map(const LinearParams& p, CUtensorMap& map) {
+  kiln::gemm::detail::TensorMapKey key{};
+  key.data = p.x;
+  key.dims[0] = uint64_t(p.k), key.dims[1] = uint64_t(p.m), key.dims[2] = 1;
+  key.strides[0] = uint64_t(p.k) * 2, key.strides[1] = uint64_t(p.k) * 2 * uint64_t(p.m);
+  key.box[0] = 64, key.box[1] = BN;
+  key.bf16 = IsBf16<T>::value;
+  return reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
+}
+
+// GEMM variant 3 (w4_gemm_sm90.cuh) with `split` CTAs along K: with split > 1, p.partial
+// ([m, n] fp32) is zeroed first and w4_finish_kernel runs the epilogue after. A programmatic
+// dependent launch when not split (after a memset there is no kernel to overlap).
+template <Format F, typename T, int BN, class Ep>
+cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const Ep& ep, int split, cudaStream_t stream) {
+  if (split > 1) {
+    if (cudaError_t e = cudaMemsetAsync(p.partial, 0, size_t(p.m) * p.n * sizeof(float), stream)) return e;
+  } else {
+    p.partial = nullptr;
+  }
+  constexpr size_t kSmem = WgmmaW4Layout<BN>::kSmemBytes;
+  auto kernel = w4_wgmma_kernel<F, T, BN, Ep>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+  if (attr != cudaSuccess) return attr;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = split == 1 && pdl_enabled() ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
+  cfg.blockDim = dim3(kWgmmaThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cfg.attrs = pdl;
+  cfg.numAttrs = 1;
+  if (cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map, p, ep)) return e;
+  if (split > 1) {
+    const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
+    const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
+    w4_finish_kernel<F, T, Ep><<<blocks, 256, 0, stream>>>(p, ep);
+  }
+  return cudaGetLastError();
+}
+
+template <Format F, typename T, int BN, class Ep>
+bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStream_t stream, cudaError_t& e) {
+  CUtensorMap map;
+  if (!wgmma_x_tensor_map<T, BN>(p, map)) {
+    last_gemm_path = "x is not a TMA tensor (16-byte aligned address and rows)";
+    return false;
+  }
+  e = launch_wgmma_bn<F, T, BN>(p, map, ep, split, stream);
+  last_gemm_path = "wgmma";
+  return true;
+}
+
+// Runs GEMM variant 3 when the call may (gemm_variant() == 3, plan_wgmma on this device, x a TMA
+// tensor; split-K only with `partial` of at least m * n floats) and returns true with the
+// launch's status in `e`; returns false (nothing launched, last_gemm_path says why) otherwise.
+template <Format F, typename T, class Ep>
+bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partial_bytes, cudaStream_t stream, cudaError_t& e) {
+  if (gemm_variant() != 3) {
+    last_gemm_path = "KILN_QUANT_GEMM_VARIANT selects an mma.sync GEMM";
+    return false;
+  }
+  if constexpr (!kW4WgmmaBuilt) {
+    last_gemm_path = plan_wgmma(p.m, p.n, p.k, false, false).reason;
+    return false;
+  } else {
+    const WgmmaPlan plan = wgmma_plan_here(p.m, p.n, p.k);
+    if (!plan.use) {
+      last_gemm_path = plan.reason;
+      return false;
+    }
+    int split = plan.split;
+    if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
+    p.partial = static_cast<float*>(partial);
+    p.tile_counter = nullptr;
+    return plan.bn == 64 ? try_launch_wgmma_bn<F, T, 64>(p, ep, split, stream, e)
+                         : try_launch_wgmma_bn<F, T, 128>(p, ep, split, stream, e);
+  }
+}
+
+// Split-K workspace a linear layer of this shape needs at most (either GEMM; a pure function of
+// the shape, as the kernel contract's workspace formula must be).
+inline size_t linear_partial_bytes(int m, int n, int k) {
+  return std::max(plan_linear(m, n, k).partial_bytes(m, n), wgmma_partial_bytes(m, n, k));
+}
+
 template <Format F, typename T>
 cudaError_t launch_linear_unchecked(LinearParams p, void* partial, cudaStream_t stream) {
   const LinearPlan plan = plan_linear(p.m, p.n, p.k);
   if (p.m == 0) return cudaSuccess;
   const LinearStore<T> ep = linear_store<T>(p);
   if (plan.kind == LinearPlan::Gemv) {
+    last_gemm_path = "GEMV (M <= 16, or N not a multiple of 128)";
     return plan.gemv_tiles == 1 ? launch_gemv<F, T, 1>(p, ep, plan.gemv_warps, stream)
                                 : launch_gemv<F, T, 2>(p, ep, plan.gemv_warps, stream);
   }
+  cudaError_t wgmma_status = cudaSuccess;
+  if (try_launch_wgmma<F, T>(p, ep, partial, linear_partial_bytes(p.m, p.n, p.k), stream, wgmma_status)) return wgmma_status;
   p.partial = nullptr;
   p.tile_counter = nullptr;
-  const int variant = gemm_variant();
+  const int variant = gemm_variant() == 2 ? 2 : 1;
   const size_t counters = plan.counter_bytes(p.m, p.n);
   if (plan.gemm_split > 1) {
     p.tile_counter = static_cast<unsigned*>(partial);
@@ -247,7 +374,8 @@ constexpr int64_t kEpilogueSplitFloats = int64_t(kTargetCtas) * kGemmRows * kGem
 // y = x · dequant(W)ᵀ (not gated) with each output element handed to `ep` (LinearStore's call
 // operator) instead of stored: the path generated code takes (kiln.QuantLinear, its consumers
 // folded into `ep`). Only the default variants (GEMV 8 at M = 1 where it applies, 5 up to
-// M = 16, GEMM 1 above), so that a generated library instantiates few kernels. Split-K partials
+// M = 16, GEMM 3 above in sm_90a builds on sm_90 devices, else GEMM 1), so that a generated
+// library instantiates few kernels. Split-K partials
 // go to `workspace` (min(m * n, kEpilogueSplitFloats) floats suffice; with fewer bytes K is not
 // split). A failed launch is returned and cleared from the thread's last-error slot.
 template <Format F, typename T, class Ep>
@@ -261,7 +389,7 @@ cudaError_t launch_linear_epilogue(LinearParams p, const Ep& ep, void* workspace
   if (plan.kind == LinearPlan::Gemv) {
     e = plan.gemv_tiles == 1 ? launch_gemv_default<F, T, 1>(p, ep, plan.gemv_warps, stream)
                              : launch_gemv_default<F, T, 2>(p, ep, plan.gemv_warps, stream);
-  } else {
+  } else if (!try_launch_wgmma<F, T>(p, ep, workspace, workspace_bytes, stream, e)) {
     int split = plan.gemm_split;
     const size_t partial_bytes = size_t(p.m) * p.n * sizeof(float);
     if (split > 1 && (workspace == nullptr || workspace_bytes < partial_bytes)) split = 1;

@@ -78,9 +78,9 @@ size_t workspace_bytes(const int64_t* s) {
   if constexpr (E == Entry::Mlp) {
     const int h = int(s[1]), n2 = int(s[4]), i = n2 / 2;
     const size_t hidden = (size_t(m) * i * sizeof(T) + 255) / 256 * 256;
-    return hidden + std::max(plan_linear(m, n2, h).partial_bytes(m, n2), plan_linear(m, h, i).partial_bytes(m, h));
+    return hidden + std::max(linear_partial_bytes(m, n2, h), linear_partial_bytes(m, h, i));
   } else {
-    return plan_linear(m, int(s[1]), int(s[2])).partial_bytes(m, int(s[1]));
+    return linear_partial_bytes(m, int(s[1]), int(s[2]));
   }
 }
 
@@ -305,3 +305,7 @@ extern "C" KILN_W4_EXPORT int32_t kiln_library_functions(const KilnFunction** fu
 }
 
 extern "C" KILN_W4_EXPORT const char* kiln_last_error(void) { return kiln::abi::last_error_storage().c_str(); }
+
+// Which M >= 17 kernel the calling thread's last GEMM ran ("wgmma", or why the mma.sync one ran):
+// lets a benchmark tell GEMM variant 3 from its fallback. Not part of the kernel contract.
+extern "C" KILN_W4_EXPORT const char* kiln_w4_last_gemm_path(void) { return kiln::quant::gpu::last_gemm_path; }

@@ -280,7 +280,8 @@ std::optional<GemmTemplate> quant_template(const te::Tensor& t) {
   g.gemv_max_m = 16;
   g.reason = std::string(dtype_name(dx)) +
              " activations, 4-bit weights: kernels/quant/ (M <= 16: GEMV, variant 8 at M = 1, 5 above; "
-             "tensor-core GEMM above, split-K through the workspace), the consumers in its epilogue";
+             "tensor-core GEMM above: wgmma in sm_90a builds on Hopper, else mma.sync; split-K through the "
+             "workspace), the consumers in its epilogue";
   return g;
 }
 
