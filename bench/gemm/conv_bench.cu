@@ -178,7 +178,9 @@ int main(int argc, char** argv) {
                                {32, 64, 56, 56, 128, 3, 1, 1},
                                {32, 128, 56, 56, 128, 3, 1, 1},
                                {32, 128, 56, 56, 256, 3, 2, 1}};
+  // `all`: the gather kernel on the edge shapes too; `ncu`: only the patch kernel on 128->128.
   const bool all_variants = argc > 1 && std::string(argv[1]) == "all";
+  const bool ncu_mode = argc > 1 && std::string(argv[1]) == "ncu";
   auto edge = [](Layer l) {
     l.timed = false;
     return l;
@@ -202,7 +204,11 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&b.y, int64_t(32) * 128 * 56 * 56 * sizeof(T)));
   CHECK_CUDA(cudaMalloc(&b.ref, int64_t(32) * 128 * 56 * 56 * sizeof(float)));
   CHECK_CUDA(cudaMalloc(&b.flush, 256 << 20));
-  layers.insert(layers.end(), edges.begin(), edges.end());
+  if (ncu_mode) {
+    layers = {layers[3]};
+  } else {
+    layers.insert(layers.end(), edges.begin(), edges.end());
+  }
   for (const Layer& l : layers) {
     fill_random<<<1024, 256>>>(b.x, int64_t(l.n) * l.c * l.h * l.w, 1u + l.c);
     fill_random<<<1024, 256>>>(b.w, int64_t(l.oc) * l.c * l.k * l.kwid(), 7u + l.oc);
@@ -213,7 +219,7 @@ int main(int argc, char** argv) {
     std::vector<float> ref(out_elems);
     CHECK_CUDA(cudaMemcpy(ref.data(), b.ref, out_elems * sizeof(float), cudaMemcpyDeviceToHost));
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
-    if (l.timed || all_variants) {
+    if ((l.timed && !ncu_mode) || all_variants) {
       run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("gather 64x128x32, 4 warps", l, b, ref);
       run_variant<TileConfig<128, 128, 32, 2, 4, 2>>("gather 128x128x32, 8 warps", l, b, ref);
     }
