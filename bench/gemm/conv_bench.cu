@@ -137,7 +137,13 @@ float run_variant(const char* name, const Layer& l, const Buffers& b,
   for (int64_t i = 0; i < out_elems; ++i) {
     const double g = __half2float(got[i]), r = host_ref[i];
     const double err = std::fabs(g - r) / (1.0 + std::fabs(r));
-    if (!(err <= 2e-2)) ++bad;
+    if (!(err <= 2e-2) && bad++ < 3) {  // where: (image, m, oh, ow), got, want
+      const int64_t ow = i % l.ow(), oh = i / l.ow() % l.oh(),
+                    m = i / (int64_t(l.ow()) * l.oh()) % l.oc;
+      printf("  bad at image %lld m %lld oh %lld ow %lld: %g vs %g\n",
+             (long long)(i / (int64_t(l.ow()) * l.oh() * l.oc)), (long long)m, (long long)oh,
+             (long long)ow, g, r);
+    }
     if (!(err <= worst)) worst = err;
   }
   if (bad) {
