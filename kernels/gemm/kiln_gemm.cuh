@@ -7,8 +7,8 @@
 //   gemv<T, GemvConfig<...>>(problem, epilogue, stream)              small M: streams B once
 //   gemm<T, TileConfig<...>>(problem, epilogue, workspace, bytes, stream)  tensor cores
 //   gemm_wgmma<T, WgmmaConfig<...>, TileConfig<...>>(problem, epilogue, workspace, bytes, stream)
-//                                                 Hopper (sm_90a build, KILN_GEMM_SM90A): wgmma +
-//                                                 TMA, the TileConfig's gemm where it cannot run
+//                                                 Hopper (sm_90a build, KILN_GEMM_SM90A): wgmma + TMA,
+//                                                 the TileConfig's gemm where it cannot run
 //   simt<T>(problem, epilogue, stream)                               any operand, fp32 FMA
 //   conv<T, TileConfig<...>>(problem, shape, epilogue, stream)       a convolution, implicit GEMM
 //
@@ -16,10 +16,10 @@
 // matching Problem::num_b).
 //
 // T is __half or __nv_bfloat16 (both operands), accumulation in fp32; float when the user allowed
-// TF32 (`kiln compile --tf32`), which runs `simt` until a TF32 tensor-core kernel is written. Every
-// entry point checks what its fast path needs (alignment, unit strides) and runs `simt` otherwise:
-// an unsupported operand is slower, never wrong. All launch on `stream` only, allocate nothing,
-// never synchronize, and return the launch's cudaError_t.
+// TF32 (`kiln compile --tf32`), which runs `simt` until a TF32 tensor-core kernel is written. Every entry point checks
+// what its fast path needs (alignment, unit strides) and runs `simt` otherwise: an unsupported
+// operand is slower, never wrong. All launch on `stream` only, allocate nothing, never
+// synchronize, and return the launch's cudaError_t.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -46,8 +46,7 @@ __host__ __device__ inline int64_t split_k_workspace_bytes(int64_t m, int64_t n)
 // Tensor-core tile configuration (schedule data: ContractionTemplate in schedule/Schedule.h).
 template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_>
 struct TileConfig {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_,
-                       STAGES = STAGES_;
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, STAGES = STAGES_;
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
 };
 
@@ -56,15 +55,13 @@ struct TileConfig {
 // B loads in flight per lane, PREFETCH: B loads ask L2 for the whole 256-byte block.
 template <int MAX_M_, int WARPS_, int MAX_SPLITS_ = 8, int UNROLL_ = 4, int PREFETCH_ = 0>
 struct GemvConfig {
-  static constexpr int MAX_M = MAX_M_, WARPS = WARPS_, MAX_SPLITS = MAX_SPLITS_, UNROLL = UNROLL_,
-                       PREFETCH = PREFETCH_;
+  static constexpr int MAX_M = MAX_M_, WARPS = WARPS_, MAX_SPLITS = MAX_SPLITS_, UNROLL = UNROLL_, PREFETCH = PREFETCH_;
 };
 
 // Tensor cores (gemm_tensorcore.cuh): mma.sync with a cp.async pipeline; split-K into the
 // workspace when the output tiles fill less than the GPU.
 template <typename T, typename Config, typename Epilogue>
-cudaError_t gemm(const Problem& p, const Epilogue& epilogue, void* workspace,
-                 int64_t workspace_bytes, cudaStream_t stream) {
+cudaError_t gemm(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (std::is_same<T, float>::value) {
     return simt<T>(p, epilogue, stream);
   } else {
@@ -86,8 +83,7 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
 // (conv_patch.cuh where it applies, else conv_implicit_gemm.cuh): m = output channels, n = output
 // pixels, k = C * KH * KW.
 template <typename T, typename Config, typename Epilogue>
-cudaError_t conv(const Problem& p, const ConvShape& shape, const Epilogue& epilogue,
-                 cudaStream_t stream) {
+cudaError_t conv(const Problem& p, const ConvShape& shape, const Epilogue& epilogue, cudaStream_t stream) {
   return conv_auto<T, Config>(p, shape, epilogue, stream);
 }
 
