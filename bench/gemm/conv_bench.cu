@@ -1,15 +1,18 @@
-// Check-then-time harness for the implicit-GEMM convolution template
-// (kernels/gemm/conv_implicit_gemm.cuh), llm.c style: numbered tile variants over the convolution
-// layers of bench/contraction's CNN (3x3, pad 1, NCHW fp16, 32x56x56) and a stride-2 one. For each
-// (layer, variant): random input and weight (uniform in [-1, 1]), the output poisoned with NaN,
-// one run, every element checked against a direct fp32 convolution on the GPU (a plain loop per
-// output, no tensor cores, no im2col); only then timed (CUDA events, L2 flushed before each
+// Check-then-time harness for the implicit-GEMM convolution templates
+// (kernels/gemm/conv_patch.cuh and the gather kernel of conv_implicit_gemm.cuh), llm.c style:
+// the convolution layers of bench/contraction's CNN (3x3, pad 1, NCHW fp16, 32x56x56), a stride-2
+// one, then edge shapes (checked only; `./conv_bench all` runs the gather kernel on them too). For
+// each (layer, variant): random input and weight (uniform in [-1, 1]), the output poisoned with
+// NaN, one run, every element checked against a direct fp32 convolution on the GPU (a plain loop
+// per output, no tensor cores, no im2col); only then timed (CUDA events, L2 flushed before each
 // launch, median of 15). The peer (cuDNN through torch) is timed by bench/contraction/bench.py.
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 conv_bench.cu -o conv_bench && ./conv_bench
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 conv_bench.cu -o conv_bench &&
+//   ./conv_bench
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "../../kernels/gemm/kiln_gemm.cuh"
@@ -17,19 +20,24 @@
 using T = __half;
 using kiln::gemm::TileConfig;
 
-#define CHECK_CUDA(x)                                                                      \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
+#define CHECK_CUDA(x)                                                                     \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                             \
-    }                                                                                      \
+      exit(2);                                                                            \
+    }                                                                                     \
   } while (0)
 
 struct Layer {
   int n, c, h, w, oc, k, stride, pad;
-  __host__ __device__ int oh() const { return (h + 2 * pad - k) / stride + 1; }
-  __host__ __device__ int ow() const { return (w + 2 * pad - k) / stride + 1; }
+  int dil = 1, kw = 0, stride_w = 0, pad_w = -1;  // kw, stride_w, pad_w: 0 / -1 = as k, stride, pad
+  bool timed = true;
+  __host__ __device__ int kwid() const { return kw ? kw : k; }
+  __host__ __device__ int sw() const { return stride_w ? stride_w : stride; }
+  __host__ __device__ int pw() const { return pad_w >= 0 ? pad_w : pad; }
+  __host__ __device__ int oh() const { return (h + 2 * pad - dil * (k - 1) - 1) / stride + 1; }
+  __host__ __device__ int ow() const { return (w + 2 * pw() - dil * (kwid() - 1) - 1) / sw() + 1; }
 };
 
 // What generated code's epilogue does for a Conv + bias: y[image, m, oh, ow] = acc + bias[m].
@@ -46,23 +54,27 @@ struct Epilogue {
 
 __global__ void reference_conv(const T* x, const T* w, const T* bias, float* y, Layer l) {
   const int64_t total = int64_t(l.n) * l.oc * l.oh() * l.ow();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int ow = int(i % l.ow()), oh = int(i / l.ow() % l.oh()), m = int(i / (int64_t(l.ow()) * l.oh()) % l.oc);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int ow = int(i % l.ow()), oh = int(i / l.ow() % l.oh()),
+              m = int(i / (int64_t(l.ow()) * l.oh()) % l.oc);
     const int64_t image = i / (int64_t(l.ow()) * l.oh() * l.oc);
     float s = __half2float(bias[m]);
     for (int c = 0; c < l.c; ++c)
       for (int kh = 0; kh < l.k; ++kh)
-        for (int kw = 0; kw < l.k; ++kw) {
-          const int ih = oh * l.stride - l.pad + kh, iw = ow * l.stride - l.pad + kw;
+        for (int kw = 0; kw < l.kwid(); ++kw) {
+          const int ih = oh * l.stride - l.pad + kh * l.dil, iw = ow * l.sw() - l.pw() + kw * l.dil;
           if (ih < 0 || ih >= l.h || iw < 0 || iw >= l.w) continue;
-          s += __half2float(x[((image * l.c + c) * l.h + ih) * l.w + iw]) * __half2float(w[((int64_t(m) * l.c + c) * l.k + kh) * l.k + kw]);
+          s += __half2float(x[((image * l.c + c) * l.h + ih) * l.w + iw]) *
+               __half2float(w[((int64_t(m) * l.c + c) * l.k + kh) * l.kwid() + kw]);
         }
     y[i] = s;
   }
 }
 
 __global__ void fill_random(T* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
     h ^= h >> 13;
     h *= 0x5bd1e995u;
@@ -77,23 +89,46 @@ struct Buffers {
   char* flush;
 };
 
+// kGather 1, 2: the gather kernel (conv_implicit_gemm.cuh) with that gather variant; 0: the patch
+// kernel (conv_patch.cuh; Config unused), "n/a" where it does not apply.
 template <typename Config, int kGather = 1>
-float run_variant(const char* name, const Layer& l, const Buffers& b, std::vector<float>& host_ref) {
+cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
+                   const Epilogue& e) {
+  if constexpr (kGather == 0) {
+    return kiln::gemm::conv_patch<T>(p, s, e, 0);
+  } else {
+    return kiln::gemm::conv_implicit_gemm<T, Config, kGather>(p, s, e, 0);
+  }
+}
+
+template <typename Config, int kGather = 1>
+float run_variant(const char* name, const Layer& l, const Buffers& b,
+                  std::vector<float>& host_ref) {
   const int64_t pixels = int64_t(l.n) * l.oh() * l.ow(), out_elems = pixels * l.oc;
   kiln::gemm::Problem p;
   p.m = l.oc;
   p.n = pixels;
-  p.k = int64_t(l.c) * l.k * l.k;
+  p.k = int64_t(l.c) * l.k * l.kwid();
   p.a.data = b.w;
   p.a.stride_mn = p.k;
   p.a.stride_k = 1;
   kiln::gemm::ConvShape s;
   s.x = b.x;
   s.channels = l.c, s.height = l.h, s.width = l.w, s.out_height = l.oh(), s.out_width = l.ow();
-  s.kernel_h = s.kernel_w = l.k, s.stride_h = s.stride_w = l.stride, s.pad_h = s.pad_w = l.pad;
+  s.kernel_h = l.k, s.kernel_w = l.kwid(), s.stride_h = l.stride, s.stride_w = l.sw(),
+  s.pad_h = l.pad, s.pad_w = l.pw();
+  s.dilation_h = s.dilation_w = l.dil;
+  char shape[160];
+  snprintf(shape, sizeof shape, "%dx%dx%dx%d -> %d, %dx%d s%dx%d p%dx%d d%d", l.n, l.c, l.h, l.w,
+           l.oc, l.k, l.kwid(), l.stride, l.sw(), l.pad, l.pw(), l.dil);
   const Epilogue e{b.y, b.bias, int64_t(l.oh()) * l.ow(), l.oc};
   CHECK_CUDA(cudaMemset(b.y, 0xff, out_elems * sizeof(T)));  // NaN
-  CHECK_CUDA((kiln::gemm::conv_implicit_gemm<T, Config, kGather>(p, s, e, 0)));
+  const cudaError_t first = launch<Config, kGather>(p, s, e);
+  if (first == cudaErrorNotSupported) {
+    printf("| %s | %s | n/a | - | - |\n", name, shape);
+    return -1;
+  }
+  CHECK_CUDA(first);
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<T> got(out_elems);
   CHECK_CUDA(cudaMemcpy(got.data(), b.y, out_elems * sizeof(T), cudaMemcpyDeviceToHost));
@@ -102,13 +137,23 @@ float run_variant(const char* name, const Layer& l, const Buffers& b, std::vecto
   for (int64_t i = 0; i < out_elems; ++i) {
     const double g = __half2float(got[i]), r = host_ref[i];
     const double err = std::fabs(g - r) / (1.0 + std::fabs(r));
-    if (!(err <= 2e-2)) ++bad;
+    if (!(err <= 2e-2) && bad++ < 3) {  // where: (image, m, oh, ow), got, want
+      const int64_t ow = i % l.ow(), oh = i / l.ow() % l.oh(),
+                    m = i / (int64_t(l.ow()) * l.oh()) % l.oc;
+      printf("  bad at image %lld m %lld oh %lld ow %lld: %g vs %g\n",
+             (long long)(i / (int64_t(l.ow()) * l.oh() * l.oc)), (long long)m, (long long)oh,
+             (long long)ow, g, r);
+    }
     if (!(err <= worst)) worst = err;
   }
   if (bad) {
-    printf("| %s | %d->%d s%d | FAIL: %lld of %lld wrong (worst %.3g) | - | - |\n", name, l.c, l.oc, l.stride, (long long)bad,
-           (long long)out_elems, worst);
+    printf("| %s | %s | FAIL: %lld of %lld wrong (worst %.3g) | - | - |\n", name, shape,
+           (long long)bad, (long long)out_elems, worst);
     return -1;
+  }
+  if (!l.timed) {
+    printf("| %s | %s | ok (worst %.1e) | - | - |\n", name, shape, worst);
+    return 0;
   }
   cudaEvent_t t0, t1;
   CHECK_CUDA(cudaEventCreate(&t0));
@@ -117,7 +162,7 @@ float run_variant(const char* name, const Layer& l, const Buffers& b, std::vecto
   for (int rep = 0; rep < 15; ++rep) {
     CHECK_CUDA(cudaMemsetAsync(b.flush, rep, 256 << 20));
     CHECK_CUDA(cudaEventRecord(t0));
-    CHECK_CUDA((kiln::gemm::conv_implicit_gemm<T, Config, kGather>(p, s, e, 0)));
+    CHECK_CUDA((launch<Config, kGather>(p, s, e)));
     CHECK_CUDA(cudaEventRecord(t1));
     CHECK_CUDA(cudaEventSynchronize(t1));
     float t = 0;
@@ -126,18 +171,38 @@ float run_variant(const char* name, const Layer& l, const Buffers& b, std::vecto
   }
   std::sort(ms.begin(), ms.end());
   const double us = ms[ms.size() / 2] * 1e3, flops = 2.0 * pixels * l.oc * p.k;
-  printf("| %s | %d->%d s%d | ok (worst %.1e) | %.1f | %.1f |\n", name, l.c, l.oc, l.stride, worst, us, flops / us / 1e6);
+  printf("| %s | %s | ok (worst %.1e) | %.1f | %.1f |\n", name, shape, worst, us, flops / us / 1e6);
   return float(us);
 }
 
-int main() {
-  const std::vector<Layer> layers = {{32, 3, 56, 56, 64, 3, 1, 1},   {32, 64, 56, 56, 64, 3, 1, 1},
-                                     {32, 64, 56, 56, 128, 3, 1, 1}, {32, 128, 56, 56, 128, 3, 1, 1},
-                                     {32, 128, 56, 56, 256, 3, 2, 1}};
+int main(int argc, char** argv) {
+  // The CNN's layers and a stride-2 one (timed), then edge shapes for the patch kernel (checked):
+  // widths 4 and 2 mod 8 (8- and 4-byte copies), stride 2, dilation 2, pad 0, output channels off
+  // the tile, 1x1, 1-D, tiles across several images (small planes), asymmetric kernel/stride.
+  std::vector<Layer> layers = {{32, 3, 56, 56, 64, 3, 1, 1},
+                               {32, 64, 56, 56, 64, 3, 1, 1},
+                               {32, 64, 56, 56, 128, 3, 1, 1},
+                               {32, 128, 56, 56, 128, 3, 1, 1},
+                               {32, 128, 56, 56, 256, 3, 2, 1}};
+  // `all`: the gather kernel on the edge shapes too; `ncu`: only the patch kernel on 128->128.
+  const bool all_variants = argc > 1 && std::string(argv[1]) == "all";
+  const bool ncu_mode = argc > 1 && std::string(argv[1]) == "ncu";
+  auto edge = [](Layer l) {
+    l.timed = false;
+    return l;
+  };
+  const std::vector<Layer> edges = {
+      edge({3, 16, 14, 14, 40, 3, 1, 1}),   edge({2, 32, 12, 20, 72, 3, 1, 2, 2}),
+      edge({3, 48, 9, 12, 24, 3, 1, 0}),    edge({2, 16, 20, 20, 136, 3, 2, 1}),
+      edge({5, 64, 8, 8, 136, 1, 1, 0}),    edge({3, 32, 1, 40, 48, 1, 1, 0, 1, 3, 1, 1}),
+      edge({7, 64, 7, 8, 64, 3, 1, 1}),     edge({2, 32, 10, 10, 200, 3, 1, 1, 1, 1, 2, 0}),
+      edge({1, 128, 28, 28, 256, 3, 1, 1}), edge({4, 16, 6, 6, 64, 3, 1, 1, 1, 3, 1, 0}),
+  };
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  printf("# conv_bench (kernels/gemm/conv_implicit_gemm.cuh variants), %s, fp16 NCHW\n\n", prop.name);
-  printf("| variant | layer (32x56x56) | check | us | TFLOP/s |\n| --- | --- | --- | ---: | ---: |\n");
+  printf("# conv_bench (kernels/gemm/conv_patch.cuh, conv_implicit_gemm.cuh), %s, fp16 NCHW\n\n",
+         prop.name);
+  printf("| variant | layer | check | us | TFLOP/s |\n| --- | --- | --- | ---: | ---: |\n");
   Buffers b;
   CHECK_CUDA(cudaMalloc(&b.x, int64_t(32) * 128 * 56 * 56 * sizeof(T)));
   CHECK_CUDA(cudaMalloc(&b.w, int64_t(256) * 128 * 9 * sizeof(T)));
@@ -145,23 +210,25 @@ int main() {
   CHECK_CUDA(cudaMalloc(&b.y, int64_t(32) * 128 * 56 * 56 * sizeof(T)));
   CHECK_CUDA(cudaMalloc(&b.ref, int64_t(32) * 128 * 56 * 56 * sizeof(float)));
   CHECK_CUDA(cudaMalloc(&b.flush, 256 << 20));
+  if (ncu_mode) {
+    layers = {layers[3]};
+  } else {
+    layers.insert(layers.end(), edges.begin(), edges.end());
+  }
   for (const Layer& l : layers) {
     fill_random<<<1024, 256>>>(b.x, int64_t(l.n) * l.c * l.h * l.w, 1u + l.c);
-    fill_random<<<1024, 256>>>(b.w, int64_t(l.oc) * l.c * l.k * l.k, 7u + l.oc);
+    fill_random<<<1024, 256>>>(b.w, int64_t(l.oc) * l.c * l.k * l.kwid(), 7u + l.oc);
     fill_random<<<1, 256>>>(b.bias, l.oc, 3u);
     reference_conv<<<4096, 256>>>(b.x, b.w, b.bias, b.ref, l);
     CHECK_CUDA(cudaDeviceSynchronize());
     const int64_t out_elems = int64_t(l.n) * l.oc * l.oh() * l.ow();
     std::vector<float> ref(out_elems);
     CHECK_CUDA(cudaMemcpy(ref.data(), b.ref, out_elems * sizeof(float), cudaMemcpyDeviceToHost));
-    run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("1: 64x128x32, 4 warps", l, b, ref);
-    run_variant<TileConfig<128, 128, 32, 2, 4, 2>>("2: 128x128x32, 8 warps", l, b, ref);
-    run_variant<TileConfig<64, 256, 32, 2, 4, 2>>("3: 64x256x32, 8 warps", l, b, ref);
-    run_variant<TileConfig<64, 128, 64, 2, 2, 2>>("4: 64x128x64, 4 warps", l, b, ref);
-    run_variant<TileConfig<128, 128, 64, 2, 4, 2>>("5: 128x128x64, 8 warps", l, b, ref);
-    run_variant<TileConfig<128, 64, 32, 4, 2, 2>>("6: 128x64x32, 8 warps", l, b, ref);
-    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 2>("7: 1 with gather variant 2", l, b, ref);
-    run_variant<TileConfig<128, 128, 32, 2, 4, 2>, 2>("8: 2 with gather variant 2", l, b, ref);
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
+    if ((l.timed && !ncu_mode) || all_variants) {
+      run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("gather 64x128x32, 4 warps", l, b, ref);
+      run_variant<TileConfig<128, 128, 32, 2, 4, 2>>("gather 128x128x32, 8 warps", l, b, ref);
+    }
   }
   return 0;
 }

@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "conv_implicit_gemm.cuh"
+#include "conv_patch.cuh"
 #include "gemm_problem.cuh"
 #include "gemm_simt.cuh"
 #include "gemm_tensorcore.cuh"
@@ -79,10 +80,11 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
 }
 
 // A 1-D/2-D convolution over an NCHW image as an implicit GEMM on tensor cores
-// (conv_implicit_gemm.cuh): m = output channels, n = output pixels, k = C * KH * KW.
+// (conv_patch.cuh where it applies, else conv_implicit_gemm.cuh): m = output channels, n = output
+// pixels, k = C * KH * KW.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t conv(const Problem& p, const ConvShape& shape, const Epilogue& epilogue, cudaStream_t stream) {
-  return conv_implicit_gemm<T, Config>(p, shape, epilogue, stream);
+  return conv_auto<T, Config>(p, shape, epilogue, stream);
 }
 
 }  // namespace kiln::gemm

@@ -1,6 +1,10 @@
 // Normalizations, each written as row stages (row max, row sums, then an elementwise normalize)
 // so that a GPU schedule can fuse them into one row kernel. Statistics are computed in float32
 // for float16/bfloat16 (in the stash type for LayerNormalization).
+#include <cmath>
+#include <optional>
+#include <utility>
+
 #include "Families.h"
 #include "ReduceStages.h"
 
@@ -137,6 +141,42 @@ Expr channel_param(const OpContext& ctx, const te::Tensor& p, const char* what, 
   return cast(t, p({c}));
 }
 
+// Inference BatchNormalization with scale, B, mean and var known when compiling, as y = x * s' + b'
+// with s' = scale / sqrt(var + epsilon) and b' = B - mean * s' (computed in double, stored as the
+// float32 accumulation type: two constants of the node). Not folded: unknown parameters, another
+// accumulation type, or a channel whose var + epsilon is not positive or whose s' or b' is not
+// finite (the unfolded formula keeps its NaN/infinity behaviour there).
+std::optional<std::pair<te::Tensor, te::Tensor>> fold_batch_norm(OpContext& ctx, const te::Tensor& x,
+                                                                 double epsilon, const Type& acc) {
+  if (acc.dtype != DType::Float32) return std::nullopt;
+  for (int k = 1; k <= 4; ++k)
+    if (!ctx.is_known(k)) return std::nullopt;
+  const auto channels = as_const_int(x.shape(1));
+  if (!channels) return std::nullopt;
+  std::vector<std::vector<double>> v;
+  for (int k = 1; k <= 4; ++k) {
+    for (const Expr& e : ctx.known_values(k, "BatchNormalization parameter"))
+      if (!as_const_float(e) && !as_const_int(e)) return std::nullopt;  // an expression of symbols
+    v.push_back(ctx.constant_floats(k, "BatchNormalization parameter"));
+    if (static_cast<int64_t>(v.back().size()) != *channels) return std::nullopt;
+  }
+  HostTensor scale(DType::Float32, {*channels}), shift(DType::Float32, {*channels});
+  for (int64_t c = 0; c < *channels; ++c) {
+    const double var = v[3][c] + epsilon;
+    if (!(var > 0)) return std::nullopt;
+    const double s = v[0][c] / std::sqrt(var), b = v[1][c] - v[2][c] * s;
+    if (!std::isfinite(s) || !std::isfinite(b)) return std::nullopt;
+    scale.set_double(c, s);
+    shift.set_double(c, b);
+  }
+  const std::string name = ctx.output_name(0);
+  te::Tensor s = te::placeholder(name + "_bn_scale", DType::Float32, {Expr(*channels)});
+  te::Tensor b = te::placeholder(name + "_bn_shift", DType::Float32, {Expr(*channels)});
+  ctx.add_constant(s, std::move(scale));
+  ctx.add_constant(b, std::move(shift));
+  return std::make_pair(s, b);
+}
+
 // BatchNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel (dim 1). At
 // inference mean and var are inputs; in training mode (opset 14+, attribute training_mode) they
 // are the batch's statistics over every dim but 1 (population variance), and the optional
@@ -168,6 +208,15 @@ std::vector<te::Tensor> build_batch_norm(OpContext& ctx) {
     return channel_param(ctx, ctx.input(k), names[k], x.shape(1), c, acc);
   };
   if (!training) {
+    // Parameters known when compiling (a model's initializers): one per-channel scale and shift,
+    // so the per-element work is a multiply-add (a Conv's epilogue then loads two values per
+    // channel instead of four and runs no sqrt and division per element).
+    if (auto folded = fold_batch_norm(ctx, x, epsilon, acc)) {
+      const auto& [scale, shift] = *folded;
+      return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
+        return downcast(cast(acc, x(i)) * scale({i[1]}) + shift({i[1]}), x.dtype());
+      })};
+    }
     return {output(ctx, 0, x.shape(), [&](const std::vector<Expr>& i) {
       const Expr inv = make_one(acc) / call(Intrinsic::Sqrt, p(4, i[1]) + make_const(acc, epsilon));
       return downcast((cast(acc, x(i)) - p(3, i[1])) * inv * p(1, i[1]) + p(2, i[1]), x.dtype());

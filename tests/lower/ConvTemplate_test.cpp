@@ -110,6 +110,9 @@ TEST(ConvTemplate, Conv2dWithBiasAndReluIsOneImplicitGemmCall) {
   EXPECT_EQ(w.stride_h, 1);
   EXPECT_NE(t->description.find("epilogue"), std::string::npos) << t->description;  // bias and Relu folded
   EXPECT_NE(t->config.reason.find("implicit GEMM"), std::string::npos) << t->config.reason;
+  // Which kernel runs is decided at run time (C = 8 here: the gather kernel); the reason names both.
+  EXPECT_NE(t->config.reason.find("conv_patch.cuh"), std::string::npos) << t->config.reason;
+  EXPECT_NE(t->config.reason.find("C a multiple of 16"), std::string::npos) << t->config.reason;
   EXPECT_FALSE(t->split_k.defined());
 }
 

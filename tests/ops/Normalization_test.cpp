@@ -49,6 +49,43 @@ TEST(Normalization, BatchNormParameterLength) {
   EXPECT_EQ(g.error(), "node 'bn' (BatchNormalization): input 3 (mean) has 4 elements but the input has 3 channels");
 }
 
+// Inference with the four parameters known (initializers): one float32 scale and shift per channel
+// (two constants of the node, no sqrt left per element), the same values as the formula; a
+// channel with var + epsilon <= 0, or a parameter that is a graph input, keeps the formula.
+TEST(Normalization, BatchNormWithConstantParametersIsOneScaleAndShift) {
+  const std::vector<double> xs = {1, -2, 3, 0.5, 4, -1, 2, 7, -3, 0, 5, 1};  // [2, 3, 2]
+  const double eps = 1e-5, s[] = {2, 0.5, -1}, b[] = {1, 0, 3}, m[] = {0.5, -1, 2}, v[] = {4, 0.25, 9};
+  auto graph = [&](bool var_constant, double var0) {
+    NodeTestGraph g(15);
+    const int x = g.input("x", DType::Float32, {2, 3, 2});
+    const int var = var_constant ? g.constant("v", test::tensor(DType::Float32, {3}, {var0, v[1], v[2]}))
+                                 : g.input("v", DType::Float32, {3});
+    g.node("bn", OpKind::BatchNormalization,
+           {x, g.constant("s", test::tensor(DType::Float32, {3}, {s[0], s[1], s[2]})),
+            g.constant("b", test::tensor(DType::Float32, {3}, {b[0], b[1], b[2]})),
+            g.constant("m", test::tensor(DType::Float32, {3}, {m[0], m[1], m[2]})), var});
+    return g;
+  };
+  auto folded = [](const Graph& g) {
+    const ops::GraphTensors built = ops::build_graph_tensors(g);
+    int found = 0;
+    for (const te::Tensor& p : built.placeholders)
+      if (p.name() == "bn_out0_bn_scale" || p.name() == "bn_out0_bn_shift") ++found;
+    return found;
+  };
+  NodeTestGraph g = graph(true, v[0]);
+  EXPECT_EQ(folded(g.graph), 2);
+  const std::vector<double> y =
+      test::values_of(run_graph_on_cpu(g.graph, {{"x", test::tensor(DType::Float32, {2, 3, 2}, xs)}})[0]);
+  ASSERT_EQ(y.size(), xs.size());
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const size_t c = k / 2 % 3;
+    EXPECT_NEAR(y[k], (xs[k] - m[c]) / std::sqrt(v[c] + eps) * s[c] + b[c], 1e-5) << k;
+  }
+  EXPECT_EQ(folded(graph(true, -1).graph), 0);  // var + epsilon < 0 in channel 0: the formula (NaN)
+  EXPECT_EQ(folded(graph(false, 0).graph), 0);  // var a graph input
+}
+
 // Training mode: the batch's mean and population variance per channel normalize x, and the running
 // statistics move by 1 - momentum towards them.
 TEST(Normalization, BatchNormTrainingUsesBatchStatistics) {
