@@ -270,7 +270,22 @@ __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVe
   }
 
   // C fragment of an mma tile: c0, c1 = (row g, columns 2t, 2t+1), c2, c3 = (row g + 8, same).
+  // A whole tile calls the epilogue in straight-line code, pixel by pixel, so that the functor's
+  // arithmetic on n is computed once per pixel (as in conv_patch.cuh).
   const int g = lane / 4, t4 = lane % 4;
+  if (m0 + BM <= p.m && n0 + BN <= p.n) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int64_t n = n0 + wn0 + 8 * t + 2 * t4 + c;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) epilogue(0, m0 + wm0 + 16 * i + 8 * h + g, n, acc[i][t][2 * h + c]);
+      }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll

@@ -273,6 +273,22 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   }
 
   // C fragment of an mma tile: c0, c1 = (row g, columns 2t, 2t+1), c2, c3 = (row g + 8, same).
+  // A whole tile (the common case) calls the epilogue in straight-line code, pixel by pixel: the
+  // functor's address arithmetic on n (divisions by the output extents) is then computed once per
+  // pixel (16 per thread), not once per element (128).
+  if (m0 + BM <= p.m && n0 + BN <= p.n) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int64_t n = n0 + wn0 + 8 * t + 2 * t4 + c;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) epilogue(0, m0 + wm0 + 16 * i + 8 * h + g, n, acc[i][t][2 * h + c]);
+      }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
