@@ -47,6 +47,10 @@ struct AttentionProblem {
   int64_t batch_extent[kMaxBatchRank] = {1, 1, 1, 1};
   AttentionOperand q, k, v;
   float scale = 1.0f;               // multiplies Q.K before the mask is added
+  // Optional scalar on the device that multiplies `scale` too (an exported graph's scale
+  // initializer): element type T, or float when scale_data_float.
+  const void* scale_data = nullptr;
+  bool scale_data_float = false;
   // Optional additive mask (same element type as Q): element (b, i, j) at
   // mask.data[batch_offset(b) + i * mask.stride_row + j * mask.stride_d]; null: no mask.
   AttentionOperand mask;
@@ -70,6 +74,12 @@ struct AttentionProblem {
 namespace detail {
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+template <typename T>
+__device__ __forceinline__ float attention_scale(const AttentionProblem& p) {
+  if (p.scale_data == nullptr) return p.scale;
+  return p.scale * (p.scale_data_float ? *static_cast<const float*>(p.scale_data) : to_float(*static_cast<const T*>(p.scale_data)));
+}
 
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
@@ -132,7 +142,7 @@ __global__ void __launch_bounds__(128) attention_tc_kernel(const AttentionProble
   attn_load_tile<T, D>(sV, V, p.v.stride_row, 0, p.seq_k);
   cp_async_commit();
 
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = attention_scale<T>(p) * kLog2e;
   // Rows owned by this thread (within the CTA's 64): r_lo and r_lo + 8.
   const int r_lo = warp * 16 + lane / 4;
   const int64_t row_g[2] = {q0 + r_lo, q0 + r_lo + 8};
@@ -295,13 +305,14 @@ __global__ void __launch_bounds__(128) attention_simt_kernel(const AttentionProb
 #pragma unroll
   for (int r = 0; r < kDPer; ++r) o[r] = 0.f;
   float run_max = -INFINITY, run_sum = 0.f;
+  const float scale = attention_scale<T>(p);
   for (int64_t j0 = 0; j0 < p.seq_k; j0 += kThreads) {
     const int64_t j = j0 + tid;
     float x = -INFINITY;
     if (j < p.seq_k && !(p.causal && j > i)) {
       float dot = 0.f;
       for (int d = 0; d < D; ++d) dot += to_float(Q[d * p.q.stride_d]) * to_float(K[j * p.k.stride_row + d * p.k.stride_d]);
-      x = dot * p.scale;
+      x = dot * scale;
       if (M) x += to_float(M[j * p.mask.stride_d]);
     }
     float mx = x;
