@@ -426,6 +426,16 @@ void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const T
 
 // ---- fused attention (kernels/gemm/attention.cuh) ---------------------------------------
 
+namespace {
+
+// What the attention epilogue functor computes: the epilogue and the scale's device factor.
+Stmt attention_functor_body(const TemplateAttention* op) {
+  if (!op->scale_expr.defined()) return op->epilogue;
+  return Seq::make({op->epilogue, Evaluate::make(op->scale_expr)});
+}
+
+}  // namespace
+
 void CudaPrinter::print_template_attention(const TemplateAttention*) {
   internal_error("a template attention inside a kernel (it must be a stage of its own)");
 }
@@ -433,7 +443,7 @@ void CudaPrinter::print_template_attention(const TemplateAttention*) {
 // The epilogue functor of attention<T, D>: the buffers and symbols the epilogue uses as members,
 // its statements as the call operator over (batch, query row, head-dim column, output value).
 void CudaPrinter::print_attention_epilogue(const FunctionLayout& f, size_t stage, const TemplateAttention* op) {
-  const std::vector<Buffer> buffers = buffers_used(f, op->epilogue);
+  const std::vector<Buffer> buffers = buffers_used(f, attention_functor_body(op));
   open_block("struct " + epilogue_name(f, stage));
   for (const Buffer& b : buffers) line() << type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
   for (const Expr& s : f.symbols) line() << "int64_t " << var_name(s) << ";\n";
@@ -444,6 +454,11 @@ void CudaPrinter::print_attention_epilogue(const FunctionLayout& f, size_t stage
   open_block("__device__ __forceinline__ void operator()(" + params + ") const");
   stmt(op->epilogue);
   close_block();
+  if (op->scale_expr.defined()) {  // the scale's factor known on the device only (attention.cuh: attention_scale)
+    open_block("__device__ __forceinline__ float kiln_device_scale() const");
+    line() << "return " << expr(op->scale_expr) << ";\n";
+    close_block();
+  }
   close_block(";");
 }
 
@@ -473,11 +488,8 @@ void CudaPrinter::print_attention_call(const FunctionLayout& f, size_t stage, co
   operand("problem.v", op->v);
   if (op->mask) operand("problem.mask", *op->mask);
   line() << "problem.scale = " << expr(FloatImm::make(Type(DType::Float32), op->scale)) << ";\n";
-  if (op->scale_buffer.defined()) {
-    line() << "problem.scale_data = " << buffer_name(op->scale_buffer) << " + " << expr(op->scale_index) << ";\n";
-    if (op->scale_buffer->dtype == DType::Float32) line() << "problem.scale_data_float = true;\n";
-  }
-  line() << "const " << epilogue_name(f, stage) << " epilogue{" << compute_args(f, buffers_used(f, op->epilogue)) << "};\n";
+  line() << "const " << epilogue_name(f, stage) << " epilogue{"
+         << compute_args(f, buffers_used(f, attention_functor_body(op))) << "};\n";
   line() << "const cudaError_t launched = kiln::gemm::attention<" << type_name(op->q.buffer->dtype) << ", "
          << op->head_dim << ">(problem, epilogue, static_cast<cudaStream_t>(stream));\n";
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";

@@ -382,8 +382,8 @@ Stmt TemplateContraction::with(std::vector<Expr> batch_extents_, Expr m_, Expr n
 
 Stmt TemplateAttention::make(std::vector<Expr> batch_extents, Expr seq_q, Expr seq_k, int64_t head_dim,
                              ContractionOperand q, ContractionOperand k, ContractionOperand v,
-                             std::optional<ContractionOperand> mask, double scale, Buffer scale_buffer,
-                             Expr scale_index, Expr batch_var, Expr row_var, Expr d_var, Expr out_var, Stmt epilogue,
+                             std::optional<ContractionOperand> mask, double scale, Expr scale_expr,
+                             Expr batch_var, Expr row_var, Expr d_var, Expr out_var, Stmt epilogue,
                              Stmt reference, std::string description, std::string reason) {
   KILN_ASSERT(seq_q.defined() && seq_k.defined() && head_dim > 0 && epilogue.defined() && reference.defined(),
               "malformed TemplateAttention");
@@ -398,7 +398,8 @@ Stmt TemplateAttention::make(std::vector<Expr> batch_extents, Expr seq_q, Expr s
   }
   KILN_ASSERT(q.buffer->dtype == DType::Float16 || q.buffer->dtype == DType::BFloat16,
               "TemplateAttention of {} operands", dtype_name(q.buffer->dtype));
-  KILN_ASSERT(!scale_buffer.defined() || scale_index.defined(), "TemplateAttention scale buffer without an index");
+  KILN_ASSERT(!scale_expr.defined() || scale_expr.type() == Type(DType::Float32), "TemplateAttention scale of {}",
+              scale_expr.defined() ? to_string(scale_expr) : std::string());
   for (const Expr& x : {batch_var, row_var, d_var}) KILN_ASSERT(x.as<Variable>(), "TemplateAttention index is not a variable");
   KILN_ASSERT(out_var.as<Variable>() && out_var.type() == Type(DType::Float32), "TemplateAttention output variable");
   auto node = std::make_shared<TemplateAttention>();
@@ -411,8 +412,7 @@ Stmt TemplateAttention::make(std::vector<Expr> batch_extents, Expr seq_q, Expr s
   node->v = std::move(v);
   node->mask = std::move(mask);
   node->scale = scale;
-  node->scale_buffer = std::move(scale_buffer);
-  node->scale_index = std::move(scale_index);
+  node->scale_expr = std::move(scale_expr);
   node->batch_var = std::move(batch_var);
   node->row_var = std::move(row_var);
   node->d_var = std::move(d_var);
@@ -426,9 +426,9 @@ Stmt TemplateAttention::make(std::vector<Expr> batch_extents, Expr seq_q, Expr s
 
 Stmt TemplateAttention::with(std::vector<Expr> batch_extents_, Expr seq_q_, Expr seq_k_, ContractionOperand q_,
                              ContractionOperand k_, ContractionOperand v_, std::optional<ContractionOperand> mask_,
-                             Stmt epilogue_, Stmt reference_) const {
+                             Expr scale_expr_, Stmt epilogue_, Stmt reference_) const {
   return make(std::move(batch_extents_), std::move(seq_q_), std::move(seq_k_), head_dim, std::move(q_), std::move(k_),
-              std::move(v_), std::move(mask_), scale, scale_buffer, scale_index, batch_var, row_var, d_var, out_var,
+              std::move(v_), std::move(mask_), scale, std::move(scale_expr_), batch_var, row_var, d_var, out_var,
               std::move(epilogue_), std::move(reference_), description, reason);
 }
 

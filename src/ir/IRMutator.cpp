@@ -198,11 +198,12 @@ Stmt IRMutator::visit(const TemplateAttention* op, const Stmt& self) {
   ContractionOperand q = operand(op->q), k = operand(op->k), v = operand(op->v);
   std::optional<ContractionOperand> mask;
   if (op->mask) mask = operand(*op->mask);
+  Expr scale_expr = op->scale_expr.defined() ? expr(op->scale_expr) : Expr();
   Stmt epilogue = mutate(op->epilogue), reference = mutate(op->reference);
   changed = changed || !epilogue.same_as(op->epilogue) || !reference.same_as(op->reference);
   if (!changed) return self;
-  return op->with(std::move(extents), seq_q, seq_k, std::move(q), std::move(k), std::move(v), std::move(mask), epilogue,
-                  reference);
+  return op->with(std::move(extents), seq_q, seq_k, std::move(q), std::move(k), std::move(v), std::move(mask), scale_expr,
+                  epilogue, reference);
 }
 
 namespace {

@@ -204,8 +204,12 @@ class Printer : public IRVisitor {
     visit(op->seq_q);
     os_ << ", seq_k ";
     visit(op->seq_k);
-    os_ << ", head dim " << op->head_dim << ", scale " << op->scale
-        << (op->scale_buffer.defined() ? " x " + op->scale_buffer->name : std::string()) << ", Q " << op->q.buffer->name
+    os_ << ", head dim " << op->head_dim << ", scale " << op->scale;
+    if (op->scale_expr.defined()) {
+      os_ << " x ";
+      visit(op->scale_expr);
+    }
+    os_ << ", Q " << op->q.buffer->name
         << ", K " << op->k.buffer->name << ", V " << op->v.buffer->name;
     if (op->mask) os_ << ", mask " << op->mask->buffer->name;
     os_ << "; epilogue at (";

@@ -141,7 +141,7 @@ void IRVisitor::visit(const TemplateAttention* op) {
   operand(op->k);
   operand(op->v);
   if (op->mask) operand(*op->mask);
-  if (op->scale_index.defined()) visit(op->scale_index);
+  if (op->scale_expr.defined()) visit(op->scale_expr);
   visit(op->epilogue);
   visit(op->reference);
 }

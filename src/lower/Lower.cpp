@@ -246,16 +246,19 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     const Buffer& out = buffers[original.node().get()];
     if (auto a = attention_of.find(original.node().get()); a != attention_of.end()) {
       const AttentionGroup& group = *a->second;
-      if (!group.written().original.same_as(original)) {
-        temporaries.push_back(out);  // written by the reference loops only
-        continue;
-      }
+      if (!group.written().original.same_as(original)) continue;  // computed by the call
+      // The reference loops (what the interpreter runs) allocate the intermediates themselves:
+      // the fused kernel never stores them, so the function's workspace has none.
       std::vector<Stmt> reference;
       for (const LoweringStage& s : group.stages) {
         reference.push_back(build_stage(s.inlined, buffers[s.original.node().get()]));
         if (!s.inlined->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + s.inlined->origin;
       }
-      const Stmt call = template_attention(group, buffer_map, Seq::make(reference));
+      Stmt reference_loops = Seq::make(reference);
+      for (auto it = group.stages.rbegin() + 1; it != group.stages.rend(); ++it) {
+        reference_loops = Allocate::make(buffers[it->original.node().get()], reference_loops);
+      }
+      const Stmt call = template_attention(group, buffer_map, reference_loops);
       const TemplateAttention* node = call.as<TemplateAttention>();
       func.stage_notes.push_back(t.name() + " = " + node->description + "; schedule: attention template (" +
                                  node->reason + ")");

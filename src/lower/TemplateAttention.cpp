@@ -132,64 +132,60 @@ std::optional<std::pair<Expr, const TensorRead*>> shifted_exp(const Expr& e,
   return std::pair{sub->a, max};
 }
 
-// The logits: scale * scores (scores a stage read) plus an optional mask read.
+// The logits: scale * scores (scores a stage read) plus an optional mask read. The scale is a
+// constant times, optionally, a factor free of the axes that only the device knows (an exported
+// scale read from an initializer or computed from a Shape): `device_scale`, float32.
 struct Logits {
   const TensorRead* scores = nullptr;
   double scale = 1.0;
-  const TensorRead* scale_read =
-      nullptr;  // a scalar the device holds (an exported scale initializer)
+  Expr device_scale;
   const TensorRead* mask = nullptr;
 };
 
-// A read of one element at constant indices.
-const TensorRead* scalar_read(const Expr& e) {
-  const TensorRead* r = strip_casts(e).as<TensorRead>();
-  if (!r) return nullptr;
-  for (const Expr& i : r->indices) {
-    if (!as_const_int(i)) return nullptr;
+bool uses_any(const Expr& e, const std::vector<Expr>& vars) {
+  for (const Expr& v : vars) {
+    if (expr_uses_var(e, v)) return true;
   }
-  return r;
+  return false;
 }
 
-std::optional<Logits> scaled_scores(const Expr& e) {
+// `e` as scores * constant * device factor (or divided by them); `axes` are the logits' axes.
+std::optional<Logits> scaled_scores(const Expr& e, const std::vector<Expr>& axes) {
   const Expr x = strip_casts(e);
-  if (const TensorRead* r = x.as<TensorRead>()) return Logits{r, 1.0, nullptr, nullptr};
-  if (const Mul* mul = x.as<Mul>()) {
-    for (const auto& [factor, constant] : {std::pair{mul->a, mul->b}, std::pair{mul->b, mul->a}}) {
-      if (auto c = as_const_float(strip_casts(constant))) {
-        auto inner = scaled_scores(factor);
-        if (inner) inner->scale *= *c;
-        return inner;
-      }
-    }
-    for (const auto& [factor, scalar] : {std::pair{mul->a, mul->b}, std::pair{mul->b, mul->a}}) {
-      if (const TensorRead* r = scalar_read(scalar)) {
-        auto inner = scaled_scores(factor);
-        if (inner && !inner->scale_read && !scalar_read(factor)) {
-          inner->scale_read = r;
-          return inner;
-        }
-      }
-    }
-    return std::nullopt;
+  if (const TensorRead* r = x.as<TensorRead>()) {
+    if (!uses_any(x, axes)) return std::nullopt;
+    return Logits{r, 1.0, Expr(), nullptr};
   }
-  if (const Div* div = x.as<Div>()) {
-    auto c = as_const_float(strip_casts(div->b));
-    if (!c || *c == 0) return std::nullopt;
-    auto inner = scaled_scores(div->a);
-    if (inner) inner->scale /= *c;
+  const Mul* mul = x.as<Mul>();
+  const Div* div = x.as<Div>();
+  if (!mul && !div) return std::nullopt;
+  const std::vector<std::pair<Expr, Expr>> splits =
+      mul ? std::vector<std::pair<Expr, Expr>>{{mul->a, mul->b}, {mul->b, mul->a}}
+          : std::vector<std::pair<Expr, Expr>>{{div->a, div->b}};
+  for (const auto& [factor, other] : splits) {
+    if (uses_any(other, axes)) continue;
+    auto inner = scaled_scores(factor, axes);
+    if (!inner) continue;
+    if (auto c = as_const_float(strip_casts(other))) {
+      if (div && *c == 0) return std::nullopt;
+      inner->scale = div ? inner->scale / *c : inner->scale * *c;
+      return inner;
+    }
+    if (inner->device_scale.defined() || !other.type().is_float()) return std::nullopt;
+    const Expr f = cast(Type(DType::Float32), other);
+    inner->device_scale = div ? make_one(f.type()) / f : f;
     return inner;
   }
   return std::nullopt;
 }
 
 // `is_scores` says whether a read is of the scores product (rather than of the mask).
-std::optional<Logits> logits_of(const Expr& e,
+std::optional<Logits> logits_of(const Expr& e, const std::vector<Expr>& axes,
                                 const std::function<bool(const TensorRead*)>& is_scores) {
   const Expr x = strip_casts(e);
   if (const Add* add = x.as<Add>()) {
     for (const auto& [scaled, mask] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
-      auto s = scaled_scores(scaled);
+      auto s = scaled_scores(scaled, axes);
       const TensorRead* m = strip_casts(mask).as<TensorRead>();
       if (s && m && is_scores(s->scores)) {
         s->mask = m;
@@ -198,7 +194,7 @@ std::optional<Logits> logits_of(const Expr& e,
     }
     return std::nullopt;
   }
-  auto s = scaled_scores(x);
+  auto s = scaled_scores(x, axes);
   if (s && !is_scores(s->scores)) return std::nullopt;
   return s;
 }
@@ -314,7 +310,7 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
     qk_stage = it->second;
     return qk.has_value();
   };
-  const auto l = logits_of(logits, is_scores);
+  const auto l = logits_of(logits, at, is_scores);
   if (!l || !is_scores(l->scores)) return std::nullopt;
   const te::Tensor& scores = stages[qk_stage].inlined;
   const StageSchedule* ss = schedule.find(scores.name());
@@ -349,13 +345,7 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
   if (!q || !k || !v) return std::nullopt;
   const DType dtype = q->buffer->dtype;
   if (k->buffer->dtype != dtype || v->buffer->dtype != dtype) return std::nullopt;
-  if (l->scale_read) {
-    const DType sd = l->scale_read->tensor->dtype;
-    auto it = buffers.find(l->scale_read->tensor.get());
-    if (it == buffers.end() || (sd != dtype && sd != DType::Float32)) return std::nullopt;
-    g.scale_buffer = it->second;
-    g.scale_index = simplify(it->second.flat_index(l->scale_read->indices));
-  }
+  g.device_scale = l->device_scale;
   if (l->mask) {
     g.mask = strided_operand(
         cast(Type(DType::Float32), TensorRead::make(l->mask->tensor, l->mask->indices)),
@@ -386,6 +376,11 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
     }
     members.push_back(e);
     last = e;
+  }
+  for (size_t m : members) {  // the device factor of the scale is computed before the call
+    ReadsOf reads(stages[m].original.node().get());
+    if (g.device_scale.defined()) reads.visit(g.device_scale);
+    if (!reads.reads.empty()) return std::nullopt;
   }
   std::vector<size_t> sorted = members;
   std::sort(sorted.begin(), sorted.end());
@@ -541,17 +536,17 @@ Stmt template_attention(const AttentionGroup& group, const Buffers& buffers, Stm
   for (size_t d = 0; d < group.batch_extents.size(); ++d) {
     description += (d ? ", " : "") + to_string(group.batch_extents[d]);
   }
-  description += "], seq_q = " + to_string(group.seq_q) + ", seq_k = " + to_string(group.seq_k) +
-                 ", D = " + std::to_string(group.head_dim) +
-                 ", scale = " + std::to_string(group.scale) +
-                 (group.scale_buffer.defined() ? " x " + group.scale_buffer->name : std::string());
+  description +=
+      "], seq_q = " + to_string(group.seq_q) + ", seq_k = " + to_string(group.seq_k) +
+      ", D = " + std::to_string(group.head_dim) + ", scale = " + std::to_string(group.scale) +
+      (group.device_scale.defined() ? " x " + to_string(group.device_scale) : std::string());
   if (group.mask) description += ", mask " + group.mask->buffer->name;
   description += "), stages:";
   for (const LoweringStage& s : group.stages) description += " " + s.inlined.name();
-  return TemplateAttention::make(
-      group.batch_extents, group.seq_q, group.seq_k, group.head_dim, group.q, group.k, group.v,
-      group.mask, group.scale, group.scale_buffer, group.scale_index, batch_var, row_var, d_var,
-      out_var, epilogue, std::move(reference), description, path_reason(group));
+  return TemplateAttention::make(group.batch_extents, group.seq_q, group.seq_k, group.head_dim,
+                                 group.q, group.k, group.v, group.mask, group.scale,
+                                 group.device_scale, batch_var, row_var, d_var, out_var, epilogue,
+                                 std::move(reference), description, path_reason(group));
 }
 
 }  // namespace kiln

@@ -42,8 +42,7 @@ struct AttentionGroup {
   ir::ContractionOperand q, k, v;
   std::optional<ir::ContractionOperand> mask;
   double scale = 1.0;
-  ir::Buffer scale_buffer;  // defined: the scale is also multiplied by this element
-  ir::Expr scale_index;
+  ir::Expr device_scale;  // float32, free of the axes: a factor of the scale only the device knows
   const LoweringStage& written() const { return stages.back(); }
 };
 

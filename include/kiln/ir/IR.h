@@ -339,19 +339,19 @@ struct TemplateAttention : StmtNodeBase<TemplateAttention, NodeKind::TemplateAtt
   ContractionOperand q, k, v;
   std::optional<ContractionOperand> mask;
   double scale = 1.0;
-  Buffer scale_buffer;  // defined: scale is also multiplied by scale_buffer[scale_index] (on the device)
-  Expr scale_index;
+  Expr scale_expr;  // float32, free of the axes; defined: the scale is also multiplied by it (on the device)
   Expr batch_var, row_var, d_var, out_var;
   Stmt epilogue, reference;
   std::string description;  // the matched stages in words, for the generated comment
   std::string reason;       // which kernel path and why; printed above the call
   static Stmt make(std::vector<Expr> batch_extents, Expr seq_q, Expr seq_k, int64_t head_dim, ContractionOperand q,
                    ContractionOperand k, ContractionOperand v, std::optional<ContractionOperand> mask, double scale,
-                   Buffer scale_buffer, Expr scale_index, Expr batch_var, Expr row_var, Expr d_var, Expr out_var,
+                   Expr scale_expr, Expr batch_var, Expr row_var, Expr d_var, Expr out_var,
                    Stmt epilogue, Stmt reference, std::string description, std::string reason);
   // The same node with new expressions and statements (the fields a mutator rebuilds).
   Stmt with(std::vector<Expr> batch_extents, Expr seq_q, Expr seq_k, ContractionOperand q, ContractionOperand k,
-            ContractionOperand v, std::optional<ContractionOperand> mask, Stmt epilogue, Stmt reference) const;
+            ContractionOperand v, std::optional<ContractionOperand> mask, Expr scale_expr, Stmt epilogue,
+            Stmt reference) const;
 };
 
 }  // namespace kiln::ir
