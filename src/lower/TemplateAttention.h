@@ -5,14 +5,16 @@
 // Planning (plan_template_attention) sees the stages after inlining and matches the chain that
 // both an exported attention subgraph (MatMul, Mul/Div, Add mask, Softmax, MatMul) and the
 // opset 23 Attention op (ops/Attention.cpp) lower to:
-//   scores[b.., i, j]  = sum_e Q[b.., i, e] * K[b.., j, e]          a contraction (template
-//   candidate) max[b.., i]        = max_j L(b.., i, j)                          (keepdims or not)
+//   scores[b.., i, j]  = sum_e Q[b.., i, e] * K[b.., j, e]   (a contraction)
+//   max[b.., i]        = max_j L(b.., i, j)                   (keepdims or not)
 //   sum[b.., i]        = sum_j exp(L(b.., i, j) - max[b.., i])
-//   p[b.., i, j]       = exp(L - max) / sum                          a stage, or inlined into
-//   context context[b.., i, d] = sum_j p[b.., i, j] * V[b.., j, d]
-// where the logits L are scores, scores * c, scores / c (casts allowed around each) or one of
-// those plus a float16/bfloat16 mask read at an affine address; the same L in max, sum and p;
-// and each of scores, max, sum and p read only by the stages of the chain. Q, K, V must be
+//   p[b.., i, j]       = exp(L - max) / sum                   (a stage, or inlined into context)
+//   context[b.., i, d] = sum_j p[b.., i, j] * V[b.., j, d]
+// where the logits L are scores times or divided by constants and at most one factor free of the
+// axes (an exported scale read from an initializer or computed from a Shape: the epilogue functor
+// evaluates it on the device), casts allowed around each, plus optionally a float16/bfloat16 mask
+// read at an affine address; the same L in max, sum and p; and each of scores, max, sum and p read
+// only by the stages of the chain (and no function output). Q, K, V must be
 // float16/bfloat16 reads at affine addresses with one head dim D (a constant), and the scores'
 // schedule must have a gemm_template (the GPU schedules; CPU schedules never fuse). Stages that
 // only cast or permute the context (each the sole reader of the previous one, reading it once at

@@ -1,10 +1,15 @@
-// The generated calls of the fused attention kernel (kernels/gemm/attention.cuh): the problem, the
-// epilogue functor (with the scale's device factor) and the path comment, compiled with nvcc for
-// every architecture CI checks. One nvcc run for both graphs (CI has 2 cores).
+// The fused attention template (kernels/gemm/attention.cuh) as generated code calls it: an exported
+// attention lowered to a TemplateAttention (src/lower/TemplateAttention.h), printed as an
+// AttentionProblem, an epilogue functor storing the transposed layout (with the scale's device
+// factor) and the path comment, compiled without warnings for sm_80, sm_90 and sm_110 from the
+// embedded support files: fp16 with head dim 64, bf16 with head dim 128 (the tensor-core paths) and
+// fp16 with head dim 80 (the fallback), in one nvcc run (CI has 2 cores). Running it needs a GPU:
+// bench/attention/device_check.sh and bench/contraction/edge_check.py check it against fp32.
 #include <gtest/gtest.h>
 
 #include "../ops/TestGraph.h"
 #include "CompileCuda.h"
+#include "kiln/codegen/Build.h"
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
 
@@ -13,6 +18,16 @@ namespace {
 
 using namespace ir;
 using test::TestGraph;
+
+TEST(AttentionTemplate, EmbeddedAsSupportFile) {
+  bool found = false;
+  for (const auto& [name, text] : codegen::support_files()) {
+    if (name.find("gemm/attention.cuh") != std::string::npos)
+      found = text.find("attention_tc_kernel") != std::string::npos;
+  }
+  EXPECT_TRUE(found)
+      << "kernels/gemm/attention.cuh is not among the support files generated code includes";
+}
 
 // softmax(q k^T * scale) v transposed, as PyTorch exports it, with head dim d.
 Graph exported_attention(DType dtype, int64_t d) {
@@ -32,19 +47,21 @@ Graph exported_attention(DType dtype, int64_t d) {
 
 TEST(AttentionTemplate, GeneratedCallsCompileForEveryArchitecture) {
   std::vector<LoweredFunc> funcs;
-  for (const auto& [dtype, d] :
-       {std::pair{DType::Float16, int64_t(64)}, {DType::BFloat16, int64_t(40)}}) {
-    for (auto& f : codegen::lower_graph(exported_attention(dtype, d), codegen::Target::Cuda,
-                                        "attention_" + std::string(dtype_name(dtype)))) {
+  for (const auto& [dtype, d] : {std::pair{DType::Float16, int64_t(64)},
+                                 {DType::BFloat16, int64_t(128)},
+                                 {DType::Float16, int64_t(80)}}) {
+    for (auto& f : codegen::lower_graph(
+             exported_attention(dtype, d), codegen::Target::Cuda,
+             "attention_" + std::string(dtype_name(dtype)) + "_" + std::to_string(d))) {
       funcs.push_back(std::move(f.func));
     }
   }
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
   for (const char* call :
        {"kiln::gemm::attention<__half, 64>(problem, epilogue",
-        "kiln::gemm::attention<__nv_bfloat16, 40>", "problem.k.stride_row = 64L;",
-        "__device__ __forceinline__ float kiln_device_scale() const", "// path: tensor cores",
-        "// path: fp32 fallback kernel"}) {
+        "kiln::gemm::attention<__nv_bfloat16, 128>", "kiln::gemm::attention<__half, 80>",
+        "problem.k.stride_row = 64L;", "__device__ __forceinline__ float kiln_device_scale() const",
+        "// path: tensor cores", "// path: fp32 fallback kernel"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n"
                                                          << source_text;
   }
