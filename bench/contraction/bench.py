@@ -145,6 +145,8 @@ def np_to_torch(a):
         return torch.from_numpy(np.array(a, copy=True)).cuda()
     if a.dtype == np.uint16:  # bfloat16 as onnx's numpy_helper gives it
         return torch.from_numpy(a.astype(np.int16)).cuda().view(torch.bfloat16)
+    if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16 (newer onnx)
+        return torch.from_numpy(np.array(a, copy=True).view(np.int16)).cuda().view(torch.bfloat16)
     return torch.from_numpy(np.array(a, copy=True)).cuda()
 
 

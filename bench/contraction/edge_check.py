@@ -42,22 +42,32 @@ def mlp_model(path, t, h=72, f=200):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def attention_model(path, t, heads=3, d=40):
-    """softmax(q k^T) v, then (.transpose(1, 2).reshape(b, s, heads * d)) @ w_proj, as a ViT exports it."""
+def attention_model(path, t, heads=3, d=40, scaled=False):
+    """softmax(q k^T) v, then (.transpose(1, 2).reshape(b, s, heads * d)) @ w_proj, as a ViT exports it.
+    `scaled`: softmax(q k^T * scale + mask) with a scale initializer and a [2, 1, s, s] additive mask."""
     q = helper.make_tensor_value_info("q", t, [2, heads, "s", d])
     k = helper.make_tensor_value_info("k", t, [2, heads, "s", d])
     v = helper.make_tensor_value_info("v", t, [2, heads, "s", d])
     w = helper.make_tensor_value_info("w_proj", t, [heads * d, 24])
     shape = helper.make_tensor("shape", TensorProto.INT64, [3], [2, -1, heads * d])
+    inits = [shape]
+    logits = "s0"
+    extra, ins = [], []
+    if scaled:
+        inits.append(helper.make_tensor("scale", t, [], [0.125]))
+        extra = [helper.make_node("Mul", ["s0", "scale"], ["s1"], name="scale"),
+                 helper.make_node("Add", ["s1", "mask"], ["s2"], name="mask")]
+        ins = [helper.make_tensor_value_info("mask", t, [2, 1, "s", "s"])]
+        logits = "s2"
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
-             helper.make_node("MatMul", ["q", "kt"], ["s0"], name="scores"),
-             helper.make_node("Softmax", ["s0"], ["p"], axis=-1, name="softmax"),
+             helper.make_node("MatMul", ["q", "kt"], ["s0"], name="scores")] + extra + [
+             helper.make_node("Softmax", [logits], ["p"], axis=-1, name="softmax"),
              helper.make_node("MatMul", ["p", "v"], ["c"], name="context"),
              helper.make_node("Transpose", ["c"], ["ct"], perm=[0, 2, 1, 3], name="moved"),
              helper.make_node("Reshape", ["ct", "shape"], ["m"], name="merged"),
              helper.make_node("MatMul", ["m", "w_proj"], ["y"], name="proj")]
-    g = helper.make_graph(nodes, "edge_attention", [q, k, v, w], [helper.make_tensor_value_info("y", t, [2, "s", 24])],
-                          [shape])
+    g = helper.make_graph(nodes, "edge_attention", [q, k, v, w] + ins,
+                          [helper.make_tensor_value_info("y", t, [2, "s", 24])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -152,13 +162,16 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--work", default="/tmp/kiln-edge")
     ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--kinds", default="mlp,attention,conv")
+    ap.add_argument("--kinds", default="mlp,attention,attention64,conv")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
     os.makedirs(args.work, exist_ok=True)
     jobs = []
     for dtype in (torch.float16, torch.bfloat16):
-        for kind, build in (("mlp", mlp_model), ("attention", attention_model)):
+        # attention: D = 40 (the fused kernel's fp32 fallback); attention64: D = 64 with a scale and
+        # a mask (its tensor-core path), both fused (src/lower/TemplateAttention.h).
+        for kind, build in (("mlp", mlp_model), ("attention", attention_model),
+                            ("attention64", lambda p, t: attention_model(p, t, heads=2, d=64, scaled=True))):
             if kind not in kinds:
                 continue
             name = "%s_%s" % (kind, str(dtype)[6:])
@@ -189,11 +202,17 @@ def main():
                 ref = xf + (torch.tanh(xf @ w["wg"].float()) * (xf @ w["wu"].float())) @ w["wd"].float()
                 inputs = dict(w, x=x)
             else:
-                q, k, v = (torch.randn(2, 3, m, 40, device="cuda", dtype=dtype) for _ in range(3))
-                w = torch.randn(120, 24, device="cuda", dtype=dtype) / 11
-                c = torch.softmax(q.float() @ k.float().transpose(-1, -2), dim=-1) @ v.float()
-                ref = c.transpose(1, 2).reshape(2, m, 120) @ w.float()
+                heads, d = (2, 64) if kind == "attention64" else (3, 40)
+                q, k, v = (torch.randn(2, heads, m, d, device="cuda", dtype=dtype) for _ in range(3))
+                w = torch.randn(heads * d, 24, device="cuda", dtype=dtype) / 11
+                logits = q.float() @ k.float().transpose(-1, -2)
                 inputs = dict(q=q, k=k, v=v, w_proj=w)
+                if kind == "attention64":
+                    mask = torch.randn(2, 1, m, m, device="cuda", dtype=dtype)
+                    logits = logits * 0.125 + mask.float()
+                    inputs["mask"] = mask
+                c = torch.softmax(logits, dim=-1) @ v.float()
+                ref = c.transpose(1, 2).reshape(2, m, heads * d) @ w.float()
             y = torch.empty(ref.shape, device="cuda", dtype=dtype)
             fn = model.bind(inputs, [y])
             y.fill_(float("nan"))

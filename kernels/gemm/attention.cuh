@@ -29,6 +29,9 @@
 // fp32, one CTA per query row, any strides. Slower, never wrong.
 #include <math.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "gemm_ptx.cuh"
 
 namespace kiln::gemm {
@@ -46,7 +49,8 @@ struct AttentionProblem {
   int batch_rank = 0;
   int64_t batch_extent[kMaxBatchRank] = {1, 1, 1, 1};
   AttentionOperand q, k, v;
-  float scale = 1.0f;               // multiplies Q.K before the mask is added
+  float scale = 1.0f;               // multiplies Q.K before the mask is added (times the
+                                    // epilogue's kiln_device_scale(), when it has one: see attention_scale)
   // Optional additive mask (same element type as Q): element (b, i, j) at
   // mask.data[batch_offset(b) + i * mask.stride_row + j * mask.stride_d]; null: no mask.
   AttentionOperand mask;
@@ -70,6 +74,23 @@ struct AttentionProblem {
 namespace detail {
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// An epilogue may supply a factor of the scale known only on the device (an exported graph's
+// scale computed from a shape, or an initializer): `__device__ float kiln_device_scale() const`, read once
+// per CTA and multiplied into AttentionProblem::scale.
+template <typename E, typename = void>
+struct EpilogueHasScale : std::false_type {};
+template <typename E>
+struct EpilogueHasScale<E, std::void_t<decltype(std::declval<const E&>().kiln_device_scale())>> : std::true_type {};
+
+template <typename Epilogue>
+__device__ __forceinline__ float attention_scale(const AttentionProblem& p, const Epilogue& epilogue) {
+  if constexpr (EpilogueHasScale<Epilogue>::value) {
+    return p.scale * epilogue.kiln_device_scale();
+  } else {
+    return p.scale;
+  }
+}
 
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
@@ -132,7 +153,7 @@ __global__ void __launch_bounds__(128) attention_tc_kernel(const AttentionProble
   attn_load_tile<T, D>(sV, V, p.v.stride_row, 0, p.seq_k);
   cp_async_commit();
 
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = attention_scale(p, epilogue) * kLog2e;
   // Rows owned by this thread (within the CTA's 64): r_lo and r_lo + 8.
   const int r_lo = warp * 16 + lane / 4;
   const int64_t row_g[2] = {q0 + r_lo, q0 + r_lo + 8};
@@ -295,13 +316,14 @@ __global__ void __launch_bounds__(128) attention_simt_kernel(const AttentionProb
 #pragma unroll
   for (int r = 0; r < kDPer; ++r) o[r] = 0.f;
   float run_max = -INFINITY, run_sum = 0.f;
+  const float scale = attention_scale(p, epilogue);
   for (int64_t j0 = 0; j0 < p.seq_k; j0 += kThreads) {
     const int64_t j = j0 + tid;
     float x = -INFINITY;
     if (j < p.seq_k && !(p.causal && j > i)) {
       float dot = 0.f;
       for (int d = 0; d < D; ++d) dot += to_float(Q[d * p.q.stride_d]) * to_float(K[j * p.k.stride_row + d * p.k.stride_d]);
-      x = dot * p.scale;
+      x = dot * scale;
       if (M) x += to_float(M[j * p.mask.stride_d]);
     }
     float mx = x;

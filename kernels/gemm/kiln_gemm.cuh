@@ -11,6 +11,8 @@
 //                                                 the TileConfig's gemm where it cannot run
 //   simt<T>(problem, epilogue, stream)                               any operand, fp32 FMA
 //   conv<T, TileConfig<...>>(problem, shape, epilogue, stream)       a convolution, implicit GEMM
+//   attention<T, D>(attention_problem, epilogue, stream)              fused softmax(Q K^T) V
+//                                                 (attention.cuh; its own problem and epilogue)
 //
 // The epilogue type says how many B operands it takes: `static constexpr int kNumB` (1 or 2,
 // matching Problem::num_b).
@@ -27,6 +29,7 @@
 
 #include <type_traits>
 
+#include "attention.cuh"
 #include "conv_implicit_gemm.cuh"
 #include "conv_patch.cuh"
 #include "gemm_problem.cuh"

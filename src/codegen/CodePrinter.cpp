@@ -558,6 +558,7 @@ void CodePrinter::print_for(const For* op) {
 
 // Targets without the templates (the CPU) run the reference loops.
 void CodePrinter::print_template_contraction(const TemplateContraction* op) { stmt(op->reference); }
+void CodePrinter::print_template_attention(const TemplateAttention* op) { stmt(op->reference); }
 
 void CodePrinter::print_allocate(const Allocate* op) {
   const Buffer& b = op->buffer;
@@ -611,6 +612,7 @@ void CodePrinter::stmt(const Stmt& s) {
       return;
     }
     case NodeKind::TemplateContraction: print_template_contraction(s.as<TemplateContraction>()); return;
+    case NodeKind::TemplateAttention: print_template_attention(s.as<TemplateAttention>()); return;
     default: internal_error(std::string("cannot print statement ") + node_kind_name(s.kind()));
   }
 }

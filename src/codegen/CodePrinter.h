@@ -69,6 +69,7 @@ class CodePrinter {
   virtual std::string print_block_allreduce(const ir::Call* op);
   virtual void print_sync_threads();
   virtual void print_template_contraction(const ir::TemplateContraction* op);
+  virtual void print_template_attention(const ir::TemplateAttention* op);
   virtual std::string unroll_pragma() = 0;  // the line before an unrolled loop
   // Copies `bytes` from `src` to `dst` (both bound names) inside the entry point.
   virtual void print_copy(const std::string& dst, const std::string& src, const std::string& bytes) = 0;

@@ -145,6 +145,13 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
       print_epilogue(f, k, tc);
       continue;
     }
+    if (const TemplateAttention* ta = stage.as<TemplateAttention>()) {
+      blank_line();
+      line() << "// kernel " << k << " of " << f.name << ": " << (k < notes.size() ? notes[k] : std::string("(no note)"))
+             << "\n";
+      print_attention_epilogue(f, k, ta);
+      continue;
+    }
     FindLaunchShape launch;
     launch.visit(stage);
     const int64_t threads = launch.shape.threads[0] * launch.shape.threads[1] * launch.shape.threads[2];
@@ -163,6 +170,10 @@ void CudaPrinter::print_invoke(const FunctionLayout& f) {
   for (size_t k = 0; k < f.stages.size(); ++k) {
     if (const TemplateContraction* tc = f.stages[k].as<TemplateContraction>()) {
       print_template_call(f, k, tc);
+      continue;
+    }
+    if (const TemplateAttention* ta = f.stages[k].as<TemplateAttention>()) {
+      print_attention_call(f, k, ta);
       continue;
     }
     FindLaunchShape launch;
@@ -411,6 +422,78 @@ void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const T
          << ", " << s(tile.bn) << ", " << s(tile.bk) << ", " << s(tile.warps_m) << ", " << s(tile.warps_n) << ", "
          << s(tile.stages) << ">>(problem, shape, epilogue, static_cast<cudaStream_t>(stream));\n";
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
+}
+
+// ---- fused attention (kernels/gemm/attention.cuh) ---------------------------------------
+
+namespace {
+
+// What the attention epilogue functor computes: the epilogue and the scale's device factor.
+Stmt attention_functor_body(const TemplateAttention* op) {
+  if (!op->scale_expr.defined()) return op->epilogue;
+  return Seq::make({op->epilogue, Evaluate::make(op->scale_expr)});
+}
+
+}  // namespace
+
+void CudaPrinter::print_template_attention(const TemplateAttention*) {
+  internal_error("a template attention inside a kernel (it must be a stage of its own)");
+}
+
+// The epilogue functor of attention<T, D>: the buffers and symbols the epilogue uses as members,
+// its statements as the call operator over (batch, query row, head-dim column, output value).
+void CudaPrinter::print_attention_epilogue(const FunctionLayout& f, size_t stage, const TemplateAttention* op) {
+  const std::vector<Buffer> buffers = buffers_used(f, attention_functor_body(op));
+  open_block("struct " + epilogue_name(f, stage));
+  for (const Buffer& b : buffers) line() << type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
+  for (const Expr& s : f.symbols) line() << "int64_t " << var_name(s) << ";\n";
+  const std::string unused = "[[maybe_unused]] ";
+  const std::string params = unused + "int64_t " + var_name(op->batch_var) + ", " + unused + "int64_t " +
+                             var_name(op->row_var) + ", " + unused + "int64_t " + var_name(op->d_var) + ", " + unused +
+                             "float " + var_name(op->out_var);
+  open_block("__device__ __forceinline__ void operator()(" + params + ") const");
+  stmt(op->epilogue);
+  close_block();
+  if (op->scale_expr.defined()) {  // the scale's factor known on the device only (attention.cuh: attention_scale)
+    open_block("__device__ __forceinline__ float kiln_device_scale() const");
+    line() << "return " << expr(op->scale_expr) << ";\n";
+    close_block();
+  }
+  close_block(";");
+}
+
+// Fills a kiln::gemm::AttentionProblem from the bound buffers and symbols and calls
+// attention<T, D>, which picks the tensor-core kernel or its exact fallback per call.
+void CudaPrinter::print_attention_call(const FunctionLayout& f, size_t stage, const TemplateAttention* op) {
+  open_block("");
+  line() << "// " << op->description << "\n";
+  line() << "// path: " << op->reason << "\n";
+  line() << "kiln::gemm::AttentionProblem problem;\n";
+  line() << "problem.seq_q = " << expr(op->seq_q) << ";\n";
+  line() << "problem.seq_k = " << expr(op->seq_k) << ";\n";
+  line() << "problem.batch_rank = " << op->batch_extents.size() << ";\n";
+  for (size_t d = 0; d < op->batch_extents.size(); ++d) {
+    line() << "problem.batch_extent[" << d << "] = " << expr(op->batch_extents[d]) << ";\n";
+  }
+  auto operand = [&](const std::string& field, const ContractionOperand& x) {
+    line() << field << ".data = " << buffer_name(x.buffer) << " + " << expr(x.offset) << ";\n";
+    line() << field << ".stride_row = " << expr(x.stride_mn) << ";\n";
+    line() << field << ".stride_d = " << expr(x.stride_k) << ";\n";
+    for (size_t d = 0; d < x.batch_strides.size(); ++d) {
+      line() << field << ".batch_stride[" << d << "] = " << expr(x.batch_strides[d]) << ";\n";
+    }
+  };
+  operand("problem.q", op->q);
+  operand("problem.k", op->k);
+  operand("problem.v", op->v);
+  if (op->mask) operand("problem.mask", *op->mask);
+  line() << "problem.scale = " << expr(FloatImm::make(Type(DType::Float32), op->scale)) << ";\n";
+  line() << "const " << epilogue_name(f, stage) << " epilogue{"
+         << compute_args(f, buffers_used(f, attention_functor_body(op))) << "};\n";
+  line() << "const cudaError_t launched = kiln::gemm::attention<" << type_name(op->q.buffer->dtype) << ", "
+         << op->head_dim << ">(problem, epilogue, static_cast<cudaStream_t>(stream));\n";
+  line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
+  close_block();
 }
 
 }  // namespace kiln::codegen

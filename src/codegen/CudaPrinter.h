@@ -22,6 +22,7 @@ class CudaPrinter : public CodePrinter {
   void print_for(const ir::For* op) override;
   void print_allocate(const ir::Allocate* op) override;
   void print_template_contraction(const ir::TemplateContraction* op) override;
+  void print_template_attention(const ir::TemplateAttention* op) override;
 
  private:
   std::string epilogue_name(const FunctionLayout& f, size_t stage);
@@ -29,6 +30,8 @@ class CudaPrinter : public CodePrinter {
   void print_template_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_w4_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_conv_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op, const std::string& element);
+  void print_attention_epilogue(const FunctionLayout& f, size_t stage, const ir::TemplateAttention* op);
+  void print_attention_call(const FunctionLayout& f, size_t stage, const ir::TemplateAttention* op);
   std::string print_block_allreduce(const ir::Call* op) override;
   void print_sync_threads() override;
   std::string unroll_pragma() override { return "#pragma unroll"; }

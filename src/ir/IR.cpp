@@ -380,6 +380,58 @@ Stmt TemplateContraction::with(std::vector<Expr> batch_extents_, Expr m_, Expr n
               description, w4);
 }
 
+Stmt TemplateAttention::make(std::vector<Expr> batch_extents, Expr seq_q, Expr seq_k, int64_t head_dim,
+                             ContractionOperand q, ContractionOperand k, ContractionOperand v,
+                             std::optional<ContractionOperand> mask, double scale, Expr scale_expr,
+                             Expr batch_var, Expr row_var, Expr d_var, Expr out_var, Stmt epilogue,
+                             Stmt reference, std::string description, std::string reason) {
+  KILN_ASSERT(seq_q.defined() && seq_k.defined() && head_dim > 0 && epilogue.defined() && reference.defined(),
+              "malformed TemplateAttention");
+  KILN_ASSERT(batch_extents.size() <= 4, "TemplateAttention with {} batch dims (at most 4)", batch_extents.size());
+  std::vector<const ContractionOperand*> operands{&q, &k, &v};
+  if (mask) operands.push_back(&*mask);
+  for (const ContractionOperand* op : operands) {
+    KILN_ASSERT(op->buffer.defined() && op->offset.defined() && op->stride_mn.defined() && op->stride_k.defined() &&
+                    op->batch_strides.size() == batch_extents.size() && !op->window,
+                "malformed TemplateAttention operand");
+    KILN_ASSERT(op->buffer->dtype == q.buffer->dtype, "TemplateAttention operands of different dtypes");
+  }
+  KILN_ASSERT(q.buffer->dtype == DType::Float16 || q.buffer->dtype == DType::BFloat16,
+              "TemplateAttention of {} operands", dtype_name(q.buffer->dtype));
+  KILN_ASSERT(!scale_expr.defined() || scale_expr.type() == Type(DType::Float32), "TemplateAttention scale of {}",
+              scale_expr.defined() ? to_string(scale_expr) : std::string());
+  for (const Expr& x : {batch_var, row_var, d_var}) KILN_ASSERT(x.as<Variable>(), "TemplateAttention index is not a variable");
+  KILN_ASSERT(out_var.as<Variable>() && out_var.type() == Type(DType::Float32), "TemplateAttention output variable");
+  auto node = std::make_shared<TemplateAttention>();
+  node->batch_extents = std::move(batch_extents);
+  node->seq_q = std::move(seq_q);
+  node->seq_k = std::move(seq_k);
+  node->head_dim = head_dim;
+  node->q = std::move(q);
+  node->k = std::move(k);
+  node->v = std::move(v);
+  node->mask = std::move(mask);
+  node->scale = scale;
+  node->scale_expr = std::move(scale_expr);
+  node->batch_var = std::move(batch_var);
+  node->row_var = std::move(row_var);
+  node->d_var = std::move(d_var);
+  node->out_var = std::move(out_var);
+  node->epilogue = std::move(epilogue);
+  node->reference = std::move(reference);
+  node->description = std::move(description);
+  node->reason = std::move(reason);
+  return Stmt(std::move(node));
+}
+
+Stmt TemplateAttention::with(std::vector<Expr> batch_extents_, Expr seq_q_, Expr seq_k_, ContractionOperand q_,
+                             ContractionOperand k_, ContractionOperand v_, std::optional<ContractionOperand> mask_,
+                             Expr scale_expr_, Stmt epilogue_, Stmt reference_) const {
+  return make(std::move(batch_extents_), std::move(seq_q_), std::move(seq_k_), head_dim, std::move(q_), std::move(k_),
+              std::move(v_), std::move(mask_), scale, std::move(scale_expr_), batch_var, row_var, d_var, out_var,
+              std::move(epilogue_), std::move(reference_), description, reason);
+}
+
 Stmt Evaluate::make(Expr value) {
   KILN_ASSERT(value.defined(), "Evaluate of undefined");
   auto node = std::make_shared<Evaluate>();

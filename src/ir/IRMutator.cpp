@@ -180,6 +180,32 @@ Stmt IRMutator::visit(const TemplateContraction* op, const Stmt& self) {
   return op->with(std::move(extents), m, n, k, std::move(a), std::move(b), epilogue, reference);
 }
 
+Stmt IRMutator::visit(const TemplateAttention* op, const Stmt& self) {
+  bool changed = false;
+  auto expr = [&](const Expr& e) {
+    Expr r = mutate(e);
+    changed = changed || !r.same_as(e);
+    return r;
+  };
+  auto operand = [&](const ContractionOperand& x) {
+    ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}, std::nullopt};
+    for (const Expr& e : x.batch_strides) r.batch_strides.push_back(expr(e));
+    return r;
+  };
+  std::vector<Expr> extents;
+  for (const Expr& e : op->batch_extents) extents.push_back(expr(e));
+  Expr seq_q = expr(op->seq_q), seq_k = expr(op->seq_k);
+  ContractionOperand q = operand(op->q), k = operand(op->k), v = operand(op->v);
+  std::optional<ContractionOperand> mask;
+  if (op->mask) mask = operand(*op->mask);
+  Expr scale_expr = op->scale_expr.defined() ? expr(op->scale_expr) : Expr();
+  Stmt epilogue = mutate(op->epilogue), reference = mutate(op->reference);
+  changed = changed || !epilogue.same_as(op->epilogue) || !reference.same_as(op->reference);
+  if (!changed) return self;
+  return op->with(std::move(extents), seq_q, seq_k, std::move(q), std::move(k), std::move(v), std::move(mask), scale_expr,
+                  epilogue, reference);
+}
+
 namespace {
 
 class Substitute : public IRMutator {

@@ -193,6 +193,43 @@ class Printer : public IRVisitor {
     visit(op->value);
     os_ << "\n";
   }
+  void visit(const TemplateAttention* op) override {
+    indent();
+    os_ << "template attention (" << op->description << "): batch [";
+    for (size_t d = 0; d < op->batch_extents.size(); ++d) {
+      os_ << (d ? ", " : "");
+      visit(op->batch_extents[d]);
+    }
+    os_ << "], seq_q ";
+    visit(op->seq_q);
+    os_ << ", seq_k ";
+    visit(op->seq_k);
+    os_ << ", head dim " << op->head_dim << ", scale " << op->scale;
+    if (op->scale_expr.defined()) {
+      os_ << " x ";
+      visit(op->scale_expr);
+    }
+    os_ << ", Q " << op->q.buffer->name
+        << ", K " << op->k.buffer->name << ", V " << op->v.buffer->name;
+    if (op->mask) os_ << ", mask " << op->mask->buffer->name;
+    os_ << "; epilogue at (";
+    visit(op->batch_var);
+    os_ << ", ";
+    visit(op->row_var);
+    os_ << ", ";
+    visit(op->d_var);
+    os_ << ") {\n";
+    ++depth_;
+    visit(op->epilogue);
+    --depth_;
+    indent();
+    os_ << "} reference {\n";
+    ++depth_;
+    visit(op->reference);
+    --depth_;
+    indent();
+    os_ << "}\n";
+  }
   void visit(const TemplateContraction* op) override {
     indent();
     os_ << "template contraction (" << op->description << "): batch [";

@@ -127,4 +127,23 @@ void IRVisitor::visit(const TemplateContraction* op) {
   visit(op->reference);
 }
 
+void IRVisitor::visit(const TemplateAttention* op) {
+  for (const Expr& e : op->batch_extents) visit(e);
+  visit(op->seq_q);
+  visit(op->seq_k);
+  auto operand = [&](const ContractionOperand& x) {
+    visit(x.offset);
+    visit(x.stride_mn);
+    visit(x.stride_k);
+    for (const Expr& e : x.batch_strides) visit(e);
+  };
+  operand(op->q);
+  operand(op->k);
+  operand(op->v);
+  if (op->mask) operand(*op->mask);
+  if (op->scale_expr.defined()) visit(op->scale_expr);
+  visit(op->epilogue);
+  visit(op->reference);
+}
+
 }  // namespace kiln::ir

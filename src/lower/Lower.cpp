@@ -29,6 +29,7 @@
 #include "FuseRowStages.h"
 #include "ReciprocalDivisors.h"
 #include "SplitColumnReduction.h"
+#include "TemplateAttention.h"
 #include "TemplateContraction.h"
 #include "TileContraction.h"
 #include "VectorizeLoops.h"
@@ -220,9 +221,19 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     buffers[original.node().get()] = Buffer::make(t.name(), t.dtype(), t.shape());
   }
   const std::map<const te::TensorNode*, Buffer> buffer_map(buffers.begin(), buffers.end());
+  const std::set<const te::TensorNode*> output_set(is_output.begin(), is_output.end());
+  // Attention chains first (their two products would otherwise become two GEMM calls).
+  const std::vector<AttentionGroup> attention_groups = plan_template_attention(staged, output_set, buffer_map, schedule);
+  std::map<const te::TensorNode*, const AttentionGroup*> attention_of;
+  std::set<const te::TensorNode*> taken;
+  for (const AttentionGroup& g : attention_groups) {
+    for (const LoweringStage& s : g.stages) {
+      attention_of[s.original.node().get()] = &g;
+      taken.insert(s.original.node().get());
+    }
+  }
   std::map<const te::TensorNode*, const TemplateGroup*> group_of;
-  const std::vector<TemplateGroup> groups = plan_template_contractions(
-      staged, std::set<const te::TensorNode*>(is_output.begin(), is_output.end()), buffer_map, schedule);
+  const std::vector<TemplateGroup> groups = plan_template_contractions(staged, output_set, buffer_map, schedule, taken);
   for (const TemplateGroup& g : groups) {
     for (const LoweringStage& s : g.contractions) group_of[s.original.node().get()] = &g;
     for (const LoweringStage& s : g.chain) group_of[s.original.node().get()] = &g;
@@ -233,6 +244,29 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
     const te::Tensor& original = stage_tensors.original;
     const te::Tensor& t = stage_tensors.inlined;
     const Buffer& out = buffers[original.node().get()];
+    if (auto a = attention_of.find(original.node().get()); a != attention_of.end()) {
+      const AttentionGroup& group = *a->second;
+      if (!group.written().original.same_as(original)) continue;  // computed by the call
+      // The reference loops (what the interpreter runs) allocate the intermediates themselves:
+      // the fused kernel never stores them, so the function's workspace has none.
+      std::vector<Stmt> reference;
+      for (const LoweringStage& s : group.stages) {
+        reference.push_back(build_stage(s.inlined, buffers[s.original.node().get()]));
+        if (!s.inlined->origin.empty()) func.comment += (func.comment.empty() ? "" : "; ") + s.inlined->origin;
+      }
+      Stmt reference_loops = Seq::make(reference);
+      for (auto it = group.stages.rbegin() + 1; it != group.stages.rend(); ++it) {
+        reference_loops = Allocate::make(buffers[it->original.node().get()], reference_loops);
+      }
+      const Stmt call = template_attention(group, buffer_map, reference_loops);
+      const TemplateAttention* node = call.as<TemplateAttention>();
+      func.stage_notes.push_back(t.name() + " = " + node->description + "; schedule: attention template (" +
+                                 node->reason + ")");
+      stages.push_back(call);
+      if (is_output.count(original.node().get())) func.outputs.push_back(out);
+      else temporaries.push_back(out);
+      continue;
+    }
     if (auto g = group_of.find(original.node().get()); g != group_of.end()) {
       const TemplateGroup& group = *g->second;
       if (!group.written().original.same_as(original)) continue;  // folded into a later stage

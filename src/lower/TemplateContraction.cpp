@@ -519,9 +519,22 @@ std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Ten
   return keep;
 }
 
+std::optional<ContractionOperand> strided_operand(const Expr& factor, const std::vector<Expr>& batch_vars,
+                                                  const Expr& row_var, const Expr& col_var, const Buffers& buffers) {
+  Roles r;
+  r.batch_vars = batch_vars;
+  r.batch_ext.assign(batch_vars.size(), Expr(1));
+  r.m_vars = {row_var};
+  r.m_ext = {Expr(1)};
+  r.k_vars = {col_var};
+  r.k_ext = {Expr(1)};
+  return operand_of(factor, r, true, false, buffers);
+}
+
 std::vector<TemplateGroup> plan_template_contractions(const std::vector<LoweringStage>& stages,
                                                       const std::set<const te::TensorNode*>& outputs,
-                                                      const Buffers& buffers, const Schedule& schedule) {
+                                                      const Buffers& buffers, const Schedule& schedule,
+                                                      const std::set<const te::TensorNode*>& taken) {
   // Which stages read each tensor (by stage index).
   std::map<const te::TensorNode*, std::set<size_t>> readers;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -536,6 +549,7 @@ std::vector<TemplateGroup> plan_template_contractions(const std::vector<Lowering
   std::map<const te::TensorNode*, size_t> head;  // the tensor a group writes so far -> group
   for (size_t i = 0; i < stages.size(); ++i) {
     const LoweringStage& s = stages[i];
+    if (taken.count(s.original.node().get())) continue;
     if (auto c = candidate_of(s, buffers, schedule)) {
       head[s.original.node().get()] = groups.size();
       groups.push_back({TemplateGroup{{s}, {}}, {*c}});

@@ -46,12 +46,21 @@ struct TemplateGroup {
 // stay stages. `order` is every tensor in topological order (before inlining).
 std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule);
 
+// `factor` (a float16/bfloat16 tensor read widened to float32) as a strided operand whose element
+// (b, row, col) is read at (batch_vars = the digits of b, row_var = row, col_var = col): stride_mn
+// is the row's stride, stride_k the column's; nullopt when its address is not affine in them.
+std::optional<ir::ContractionOperand> strided_operand(const ir::Expr& factor, const std::vector<ir::Expr>& batch_vars,
+                                                      const ir::Expr& row_var, const ir::Expr& col_var,
+                                                      const std::map<const te::TensorNode*, ir::Buffer>& buffers);
+
 // Groups over `stages` (in order), given the function's outputs and every tensor's buffer
-// (keyed by the original tensor: inputs and stages).
+// (keyed by the original tensor: inputs and stages). Stages in `taken` (another template's, such
+// as a fused attention's) are neither candidates nor absorbed, but count as readers.
 std::vector<TemplateGroup> plan_template_contractions(const std::vector<LoweringStage>& stages,
                                                       const std::set<const te::TensorNode*>& outputs,
                                                       const std::map<const te::TensorNode*, ir::Buffer>& buffers,
-                                                      const Schedule& schedule);
+                                                      const Schedule& schedule,
+                                                      const std::set<const te::TensorNode*>& taken = {});
 
 // Why `stage`, whose schedule has a gemm_template, is not a template call ("" when it can be).
 std::string template_refusal(const LoweringStage& stage, const std::map<const te::TensorNode*, ir::Buffer>& buffers,

@@ -100,12 +100,15 @@ std::vector<te::Tensor> attention(OpContext& ctx) {
         ctx.output_name(output),
         {Expr(batch), Expr(hkv), Expr(total), Expr(size)},
         [&](const std::vector<Expr>& i) {
+          // Without a cache i[2] < skv already, and the read stays affine (lower/TemplateAttention.h).
+          if (!cache.defined()) return head_read(fresh, i[0], i[1], i[2], i[3], size);
           const Expr now = head_read(fresh, i[0], i[1], clamp(i[2] - Expr(past), Expr(0), Expr(skv - 1)), i[3], size);
-          if (!cache.defined()) return now;
           return select(i[2] < Expr(past), cache({i[0], i[1], clamp(i[2], Expr(0), Expr(past - 1)), i[3]}), now);
         },
         node.describe());
   };
+  // The K/V head that query head h reads (grouped-query attention): h itself without groups.
+  auto kv_head = [&](const Expr& h) { return group == 1 ? h : floor_div(h, Expr(group)); };
   const te::Tensor keys = present(past_k, k, dq, 1);
   const te::Tensor values = present(past_v, v, dv, 2);
 
@@ -114,7 +117,7 @@ std::vector<te::Tensor> attention(OpContext& ctx) {
       ctx.stage_name("scores"), {Expr(batch), Expr(hq), Expr(sq), Expr(total)},
       [&](const std::vector<Expr>& i) {
         const Expr qv = cast(acc, head_read(q, i[0], i[1], i[2], d.var, dq));
-        const Expr kv = cast(acc, keys({i[0], floor_div(i[1], Expr(group)), i[3], d.var}));
+        const Expr kv = cast(acc, keys({i[0], kv_head(i[1]), i[3], d.var}));
         return te::sum(qv * kv, {d});
       },
       node.describe());
@@ -178,7 +181,7 @@ std::vector<te::Tensor> attention(OpContext& ctx) {
       ctx.stage_name("context"), {Expr(batch), Expr(hq), Expr(sq), Expr(dv)},
       [&](const std::vector<Expr>& i) {
         const Expr p = cast(acc, cast(Type(dtype), probability({i[0], i[1], i[2], j3.var})));
-        return te::sum(p * cast(acc, values({i[0], floor_div(i[1], Expr(group)), j3.var, i[3]})), {j3});
+        return te::sum(p * cast(acc, values({i[0], kv_head(i[1]), j3.var, i[3]})), {j3});
       },
       node.describe());
   std::vector<te::Tensor> out;

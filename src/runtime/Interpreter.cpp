@@ -146,6 +146,7 @@ class Interpreter {
       }
       case NodeKind::Evaluate: eval(s.as<Evaluate>()->value); return;
       case NodeKind::TemplateContraction: exec(s.as<TemplateContraction>()->reference); return;
+      case NodeKind::TemplateAttention: exec(s.as<TemplateAttention>()->reference); return;
       default: internal_error(std::string("the interpreter cannot run ") + node_kind_name(s.kind()));
     }
   }

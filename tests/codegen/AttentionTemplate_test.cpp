@@ -1,70 +1,71 @@
-// The fused attention template (kernels/gemm/attention.cuh), instantiated the way generated code
-// instantiates the contraction templates (an epilogue functor with the output buffer as a member,
-// q/k/v addressed in place in one QKV buffer), compiles without warnings for sm_80, sm_90 and
-// sm_110 from the embedded support files: fp16 with head dim 64, bf16 with head dim 128 (the
-// tensor-core paths) and a head dim of 80 (the fallback). Running it needs a GPU:
-// bench/attention/device_check.sh checks every edge shape against an fp32 reference.
+// The fused attention template (kernels/gemm/attention.cuh) as generated code calls it: an exported
+// attention lowered to a TemplateAttention (src/lower/TemplateAttention.h), printed as an
+// AttentionProblem, an epilogue functor storing the transposed layout (with the scale's device
+// factor) and the path comment, compiled without warnings for sm_80, sm_90 and sm_110 from the
+// embedded support files: fp16 with head dim 64, bf16 with head dim 128 (the tensor-core paths) and
+// fp16 with head dim 80 (the fallback), in one nvcc run (CI has 2 cores). Running it needs a GPU:
+// bench/attention/device_check.sh and bench/contraction/edge_check.py check it against fp32.
 #include <gtest/gtest.h>
 
+#include "../ops/TestGraph.h"
 #include "CompileCuda.h"
 #include "kiln/codegen/Build.h"
 #include "kiln/codegen/Codegen.h"
+#include "kiln/codegen/GraphFunctions.h"
 
 namespace kiln {
 namespace {
 
+using namespace ir;
+using test::TestGraph;
+
 TEST(AttentionTemplate, EmbeddedAsSupportFile) {
   bool found = false;
   for (const auto& [name, text] : codegen::support_files()) {
-    if (name.find("gemm/attention.cuh") != std::string::npos) found = text.find("attention_tc_kernel") != std::string::npos;
+    if (name.find("gemm/attention.cuh") != std::string::npos)
+      found = text.find("attention_tc_kernel") != std::string::npos;
   }
-  EXPECT_TRUE(found) << "kernels/gemm/attention.cuh is not among the support files generated code includes";
+  EXPECT_TRUE(found)
+      << "kernels/gemm/attention.cuh is not among the support files generated code includes";
 }
 
-TEST(AttentionTemplate, CallsCompileForEveryArchitecture) {
-  const std::string source = R"(#include <cuda_runtime.h>
-#include "kiln/gemm/attention.cuh"
-
-template <typename T>
-struct attention_epilogue {
-  T* out;
-  int64_t heads, seq, head_dim;
-  __device__ __forceinline__ void operator()(int64_t b, int64_t i, int64_t d, float o) const {
-    // out[batch, seq, heads * head_dim], b = batch * heads + head
-    out[((b / heads) * seq + i) * heads * head_dim + (b % heads) * head_dim + d] = static_cast<T>(o);
-  }
-};
-
-template <typename T, int D>
-cudaError_t call(const T* qkv, T* out, int64_t batch, int64_t heads, int64_t seq, cudaStream_t stream) {
-  kiln::gemm::AttentionProblem p;
-  p.seq_q = seq;
-  p.seq_k = seq;
-  p.batch_rank = 2;
-  p.batch_extent[0] = batch;
-  p.batch_extent[1] = heads;
-  p.scale = 0.125f;
-  kiln::gemm::AttentionOperand* ops[3] = {&p.q, &p.k, &p.v};
-  for (int w = 0; w < 3; ++w) {
-    ops[w]->data = qkv + w * heads * D;
-    ops[w]->stride_row = 3 * heads * D;
-    ops[w]->batch_stride[0] = seq * 3 * heads * D;
-    ops[w]->batch_stride[1] = D;
-  }
-  const attention_epilogue<T> epilogue{out, heads, seq, D};
-  return kiln::gemm::attention<T, D>(p, epilogue, stream);
+// softmax(q k^T * scale) v transposed, as PyTorch exports it, with head dim d.
+Graph exported_attention(DType dtype, int64_t d) {
+  TestGraph t(17, false);
+  const int q = t.input("q", dtype, {Expr(2), Expr(3), Expr(7), Expr(d)});
+  const int k = t.input("k", dtype, {Expr(2), Expr(3), Expr(9), Expr(d)});
+  const int v = t.input("v", dtype, {Expr(2), Expr(3), Expr(9), Expr(d)});
+  const int kt = t.node("kt", OpKind::Transpose, {k}, {{"perm", test::ints_attr({0, 1, 3, 2})}});
+  const int scores = t.node("scores", OpKind::MatMul, {q, kt});
+  const int scaled = t.node("scaled", OpKind::Mul, {scores, t.input("scale", dtype, {})});
+  const int probs = t.node("softmax", OpKind::Softmax, {scaled}, {{"axis", test::int_attr(-1)}});
+  const int context = t.node("context", OpKind::MatMul, {probs, v});
+  t.output(
+      t.node("moved", OpKind::Transpose, {context}, {{"perm", test::ints_attr({0, 2, 1, 3})}}));
+  return t.graph;
 }
 
-extern "C" int attention_calls(const void* qkv, void* out, int64_t batch, int64_t heads, int64_t seq, void* stream) {
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaError_t e = call<__half, 64>(static_cast<const __half*>(qkv), static_cast<__half*>(out), batch, heads, seq, s);
-  if (e == cudaSuccess)
-    e = call<__nv_bfloat16, 128>(static_cast<const __nv_bfloat16*>(qkv), static_cast<__nv_bfloat16*>(out), batch, heads, seq, s);
-  if (e == cudaSuccess) e = call<__half, 80>(static_cast<const __half*>(qkv), static_cast<__half*>(out), batch, heads, seq, s);
-  return static_cast<int>(e);
-}
-)";
-  test::expect_cuda_compiles_for_every_architecture("attention_template", source);
+TEST(AttentionTemplate, GeneratedCallsCompileForEveryArchitecture) {
+  std::vector<LoweredFunc> funcs;
+  for (const auto& [dtype, d] : {std::pair{DType::Float16, int64_t(64)},
+                                 {DType::BFloat16, int64_t(128)},
+                                 {DType::Float16, int64_t(80)}}) {
+    for (auto& f : codegen::lower_graph(
+             exported_attention(dtype, d), codegen::Target::Cuda,
+             "attention_" + std::string(dtype_name(dtype)) + "_" + std::to_string(d))) {
+      funcs.push_back(std::move(f.func));
+    }
+  }
+  const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
+  for (const char* call :
+       {"kiln::gemm::attention<__half, 64>(problem, epilogue",
+        "kiln::gemm::attention<__nv_bfloat16, 128>", "kiln::gemm::attention<__half, 80>",
+        "problem.k.stride_row = 64L;", "__device__ __forceinline__ float kiln_device_scale() const",
+        "// path: tensor cores", "// path: fp32 fallback kernel"}) {
+    EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n"
+                                                         << source_text;
+  }
+  test::expect_cuda_compiles_for_every_architecture("attention_template", source_text);
 }
 
 }  // namespace

@@ -323,4 +323,35 @@ struct TemplateContraction : StmtNodeBase<TemplateContraction, NodeKind::Templat
             std::vector<ContractionOperand> b, Stmt epilogue, Stmt reference) const;
 };
 
+// Fused attention computed by kernels/gemm/attention.cuh (attention<T, D>), the stages of an
+// unfused attention (src/lower/TemplateAttention.h) replaced by one call:
+//   out[b, i, d] = sum_j softmax_j(scale * sum_e Q[b, i, e] K[b, j, e] + mask[b, i, j]) V[b, j, d]
+// for b < prod(batch_extents) (flat, row-major over them), i < seq_q, j < seq_k, d, e < head_dim.
+// q, k and v are ContractionOperands read as element (b, row, e) at buffer[offset + row *
+// stride_mn + e * stride_k + batch digits . batch_strides] (row = i for q, j for k and v); the
+// mask's row is i and its column (stride_k) j. `epilogue` stores the result for one (batch_var,
+// row_var, d_var) from out_var (float32) and is printed as the template's epilogue functor.
+// `reference` is the unfused stages' loops: the CPU backends run it, and every pass sees it.
+struct TemplateAttention : StmtNodeBase<TemplateAttention, NodeKind::TemplateAttention> {
+  std::vector<Expr> batch_extents;
+  Expr seq_q, seq_k;
+  int64_t head_dim = 0;
+  ContractionOperand q, k, v;
+  std::optional<ContractionOperand> mask;
+  double scale = 1.0;
+  Expr scale_expr;  // float32, free of the axes; defined: the scale is also multiplied by it (on the device)
+  Expr batch_var, row_var, d_var, out_var;
+  Stmt epilogue, reference;
+  std::string description;  // the matched stages in words, for the generated comment
+  std::string reason;       // which kernel path and why; printed above the call
+  static Stmt make(std::vector<Expr> batch_extents, Expr seq_q, Expr seq_k, int64_t head_dim, ContractionOperand q,
+                   ContractionOperand k, ContractionOperand v, std::optional<ContractionOperand> mask, double scale,
+                   Expr scale_expr, Expr batch_var, Expr row_var, Expr d_var, Expr out_var,
+                   Stmt epilogue, Stmt reference, std::string description, std::string reason);
+  // The same node with new expressions and statements (the fields a mutator rebuilds).
+  Stmt with(std::vector<Expr> batch_extents, Expr seq_q, Expr seq_k, ContractionOperand q, ContractionOperand k,
+            ContractionOperand v, std::optional<ContractionOperand> mask, Expr scale_expr, Stmt epilogue,
+            Stmt reference) const;
+};
+
 }  // namespace kiln::ir

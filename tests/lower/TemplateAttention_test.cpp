@@ -1,0 +1,167 @@
+// Attention chains lowered to the fused kernel of kernels/gemm/attention.cuh (TemplateAttention):
+// the exported form (MatMul, Mul, Softmax, MatMul, Transpose) and the opset 23 Attention op become
+// one node whose reference loops compute what the plain lowering computes; near misses do not.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "../ops/TestGraph.h"
+#include "FindTemplates.h"
+#include "kiln/codegen/GraphFunctions.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/runtime/Interpreter.h"
+
+namespace kiln {
+namespace {
+
+using namespace ir;
+using test::attentions_in;
+using test::templates_in;
+using test::TestGraph;
+
+HostTensor random_tensor(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  HostTensor t(dtype, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_double(i, u(rng));
+  return t;
+}
+
+// The graph lowered for the GPU (the fused node interpreted through its reference loops) against
+// the same graph lowered for the CPU (plain loops), on random inputs.
+void expect_same_results(const Graph& g, const std::vector<HostTensor>& inputs, double tolerance) {
+  const auto gpu = codegen::lower_graph(g, codegen::Target::Cuda, "gpu");
+  const auto cpu = codegen::lower_graph(g, codegen::Target::Cpu, "cpu");
+  ASSERT_EQ(gpu.size(), 1u);
+  ASSERT_EQ(cpu.size(), 1u);
+  const std::vector<HostTensor> want = interpret(cpu[0].func, inputs);
+  const std::vector<HostTensor> got = interpret(gpu[0].func, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].shape(), want[o].shape());
+    for (int64_t i = 0; i < want[o].num_elements(); ++i) {
+      ASSERT_NEAR(got[o].get_double(i), want[o].get_double(i), tolerance)
+          << "output " << o << " element " << i;
+    }
+  }
+}
+
+// softmax(q k^T * scale) v, then .transpose(1, 2), as PyTorch exports a ViT's attention (the scale
+// an fp16 scalar input here: a factor the device supplies). `probs_out`: the probabilities are
+// also a graph output.
+Graph exported_attention(int64_t d, bool probs_out) {
+  TestGraph t(17, false);
+  const int q = t.input("q", DType::Float16, {Expr(2), Expr(3), Expr(7), Expr(d)});
+  const int k = t.input("k", DType::Float16, {Expr(2), Expr(3), Expr(9), Expr(d)});
+  const int v = t.input("v", DType::Float16, {Expr(2), Expr(3), Expr(9), Expr(d)});
+  const int kt = t.node("kt", OpKind::Transpose, {k}, {{"perm", test::ints_attr({0, 1, 3, 2})}});
+  const int scores = t.node("scores", OpKind::MatMul, {q, kt});
+  const int scaled = t.node("scaled", OpKind::Mul, {scores, t.input("scale", DType::Float16, {})});
+  const int probs = t.node("softmax", OpKind::Softmax, {scaled}, {{"axis", test::int_attr(-1)}});
+  const int context = t.node("context", OpKind::MatMul, {probs, v});
+  t.output(
+      t.node("moved", OpKind::Transpose, {context}, {{"perm", test::ints_attr({0, 2, 1, 3})}}));
+  if (probs_out) t.output(probs);
+  return t.graph;
+}
+
+std::vector<HostTensor> attention_inputs(int64_t d) {
+  return {random_tensor(DType::Float16, {2, 3, 7, d}, 1),
+          random_tensor(DType::Float16, {2, 3, 9, d}, 2),
+          random_tensor(DType::Float16, {2, 3, 9, d}, 3), random_tensor(DType::Float16, {}, 4)};
+}
+
+TEST(TemplateAttention, ExportedAttentionIsOneFusedCallStoringTheTransposedLayout) {
+  const Graph g = exported_attention(64, false);
+  const auto gpu = codegen::lower_graph(g, codegen::Target::Cuda, "attention");
+  const auto found = attentions_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 1u) << to_string(gpu[0].func.body);
+  EXPECT_TRUE(templates_in(gpu[0].func).empty()) << "neither product is a GEMM call of its own";
+  EXPECT_EQ(gpu[0].func.stage_notes.size(), 1u)
+      << "the softmax and the transpose are no kernels of their own";
+  const TemplateAttention* a = found[0];
+  EXPECT_EQ(a->head_dim, 64);
+  EXPECT_EQ(to_string(a->seq_q), "7");
+  EXPECT_EQ(to_string(a->seq_k), "9");
+  ASSERT_EQ(a->batch_extents.size(), 2u);
+  EXPECT_EQ(to_string(a->q.stride_mn), "64");
+  EXPECT_EQ(to_string(a->q.stride_k), "1");
+  EXPECT_EQ(to_string(a->k.stride_mn), "64") << "k^T read in place";
+  EXPECT_EQ(to_string(a->k.stride_k), "1");
+  EXPECT_EQ(to_string(a->v.batch_strides[1]), "576");
+  EXPECT_FALSE(a->mask.has_value());
+  EXPECT_EQ(a->scale, 1.0);
+  ASSERT_TRUE(a->scale_expr.defined()) << "the scale input is read on the device";
+  EXPECT_NE(to_string(a->scale_expr).find("scale"), std::string::npos) << to_string(a->scale_expr);
+  EXPECT_NE(a->reason.find("tensor cores"), std::string::npos) << a->reason;
+  // The epilogue stores the transpose's layout [2, 7, 3, 64]: (b, i, h, d).
+  EXPECT_NE(to_string(a->epilogue).find("moved"), std::string::npos) << to_string(a->epilogue);
+  expect_same_results(g, attention_inputs(64), 1e-3);
+}
+
+TEST(TemplateAttention, HeadDimOtherThan64Or128RunsTheExactFallback) {
+  const Graph g = exported_attention(40, false);
+  const auto gpu = codegen::lower_graph(g, codegen::Target::Cuda, "attention40");
+  const auto found = attentions_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 1u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(found[0]->head_dim, 40);
+  EXPECT_NE(found[0]->reason.find("fp32 fallback kernel"), std::string::npos) << found[0]->reason;
+  EXPECT_NE(gpu[0].func.stage_notes[0].find("not 40"), std::string::npos)
+      << gpu[0].func.stage_notes[0];
+}
+
+TEST(TemplateAttention, ProbabilitiesReadElsewhereKeepTheUnfusedStages) {
+  const Graph g = exported_attention(64, true);
+  const auto gpu = codegen::lower_graph(g, codegen::Target::Cuda, "attention_probs");
+  EXPECT_TRUE(attentions_in(gpu[0].func).empty()) << to_string(gpu[0].func.body);
+  EXPECT_EQ(templates_in(gpu[0].func).size(), 2u) << "both products stay GEMM calls";
+}
+
+TEST(TemplateAttention, SoftmaxOfSomethingElseIsNotAttention) {
+  // softmax(q k^T + q k^T) v: the logits add two reads of the scores, not scores and a mask.
+  TestGraph t(17, false);
+  const int q = t.input("q", DType::Float16, {Expr(2), Expr(7), Expr(64)});
+  const int k = t.input("k", DType::Float16, {Expr(2), Expr(64), Expr(9)});
+  const int v = t.input("v", DType::Float16, {Expr(2), Expr(9), Expr(64)});
+  const int scores = t.node("scores", OpKind::MatMul, {q, k});
+  const int doubled = t.node("doubled", OpKind::Add, {scores, scores});
+  const int probs = t.node("softmax", OpKind::Softmax, {doubled}, {{"axis", test::int_attr(-1)}});
+  t.output(t.node("context", OpKind::MatMul, {probs, v}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "not_attention");
+  EXPECT_TRUE(attentions_in(gpu[0].func).empty()) << to_string(gpu[0].func.body);
+}
+
+// The opset 23 Attention op (4-D, no mask, no cache) reaches the same node, its constant scale
+// 1/sqrt(D) folded into the problem.
+TEST(TemplateAttention, Opset23AttentionIsOneFusedCall) {
+  TestGraph t(23, false);
+  const int q = t.input("q", DType::Float16, {Expr(2), Expr(3), Expr(7), Expr(64)});
+  const int k = t.input("k", DType::Float16, {Expr(2), Expr(3), Expr(9), Expr(64)});
+  const int v = t.input("v", DType::Float16, {Expr(2), Expr(3), Expr(9), Expr(64)});
+  t.output(t.node("attention", OpKind::Attention, {q, k, v}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "attention23");
+  const auto found = attentions_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 1u) << to_string(gpu[0].func.body);
+  EXPECT_DOUBLE_EQ(found[0]->scale, 0.125);
+  EXPECT_FALSE(found[0]->scale_expr.defined());
+  EXPECT_EQ(gpu[0].func.stage_notes.size(), 1u) << "the output cast is in the epilogue";
+  expect_same_results(t.graph,
+                      {random_tensor(DType::Float16, {2, 3, 7, 64}, 5),
+                       random_tensor(DType::Float16, {2, 3, 9, 64}, 6),
+                       random_tensor(DType::Float16, {2, 3, 9, 64}, 7)},
+                      1e-3);
+}
+
+// A causal Attention keeps the unfused stages (the bias is a select, not an additive mask).
+TEST(TemplateAttention, CausalOpset23AttentionIsNotFused) {
+  TestGraph t(23, false);
+  const int q = t.input("q", DType::Float16, {Expr(1), Expr(2), Expr(5), Expr(64)});
+  const int k = t.input("k", DType::Float16, {Expr(1), Expr(2), Expr(5), Expr(64)});
+  const int v = t.input("v", DType::Float16, {Expr(1), Expr(2), Expr(5), Expr(64)});
+  t.output(t.node("attention", OpKind::Attention, {q, k, v}, {{"is_causal", test::int_attr(1)}}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "causal23");
+  EXPECT_TRUE(attentions_in(gpu[0].func).empty()) << to_string(gpu[0].func.body);
+}
+
+}  // namespace
+}  // namespace kiln
