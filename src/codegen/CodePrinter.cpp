@@ -534,6 +534,7 @@ void CodePrinter::print_store(const Store* op) {
 // (kiln_packed.h).
 std::string CodePrinter::load_element(const Buffer& b, const std::string& index) {
   if (is_packed_global(b)) return "kiln::load_packed<" + packed_traits(b->dtype) + ">(" + buffer_name(b) + ", " + index + ")";
+  if (read_only_loads_.count(b.get())) return "__ldg(&" + buffer_name(b) + "[" + index + "])";
   return buffer_name(b) + "[" + index + "]";
 }
 

@@ -111,6 +111,10 @@ class CodePrinter {
   void bind_symbols(const FunctionLayout& f, const std::string& array);
 
   Target target_;
+  // Global buffers whose element loads print as __ldg (read-only through the kernel, e.g. the
+  // inputs of a template's epilogue functor): nvcc may then hoist and reuse them across the
+  // functor's stores instead of reloading after each one.
+  std::set<const ir::BufferNode*> read_only_loads_;
 
  private:
   std::string binary(const ir::Expr& e, const char* op);

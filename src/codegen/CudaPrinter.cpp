@@ -263,6 +263,46 @@ std::string CudaPrinter::epilogue_name(const FunctionLayout& f, size_t stage) {
   return kernel_name(f, stage) + "_epilogue";
 }
 
+namespace {
+
+// The buffers `body` stores into.
+class StoredBuffers : public IRVisitor {
+ public:
+  std::set<const BufferNode*> stored;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Store* op) override {
+    stored.insert(op->buffer.get());
+    IRVisitor::visit(op);
+  }
+};
+
+// Element types with an __ldg overload (sm_32_intrinsics.h, cuda_fp16.h, cuda_bf16.h).
+bool has_ldg(DType t) {
+  switch (t) {
+    case DType::Float16: case DType::BFloat16: case DType::Float32: case DType::Float64: case DType::Int8:
+    case DType::Int16: case DType::Int32: case DType::Int64: case DType::UInt8: case DType::UInt16:
+    case DType::UInt32: case DType::UInt64: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+// The global buffers an epilogue functor only reads: their loads print as __ldg, so that nvcc can
+// keep them across the functor's stores (the kernels call it for every element of a tile, unrolled:
+// with plain loads each element's loads wait behind the previous element's store).
+std::set<const BufferNode*> CudaPrinter::epilogue_read_only(const std::vector<Buffer>& used, const Stmt& body) {
+  StoredBuffers v;
+  v.visit(body);
+  std::set<const BufferNode*> out;
+  for (const Buffer& b : used) {
+    if (b->scope == MemoryScope::Global && !v.stored.count(b.get()) && has_ldg(b->dtype)) out.insert(b.get());
+  }
+  return out;
+}
+
 // The epilogue functor of kernels/gemm/gemm_problem.cuh: the buffers and symbols the epilogue
 // uses as members, its statements as the call operator over (batch, m, n, accumulators).
 void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
@@ -276,7 +316,9 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
                        ", " + unused + "int64_t " + var_name(op->n_var);
   for (const Expr& acc : op->acc_vars) params += ", " + unused + "float " + var_name(acc);
   open_block("__device__ __forceinline__ void operator()(" + params + ") const");
+  read_only_loads_ = epilogue_read_only(buffers, op->epilogue);
   stmt(op->epilogue);
+  read_only_loads_.clear();
   close_block();
   close_block(";");
 }
@@ -452,7 +494,9 @@ void CudaPrinter::print_attention_epilogue(const FunctionLayout& f, size_t stage
                              var_name(op->row_var) + ", " + unused + "int64_t " + var_name(op->d_var) + ", " + unused +
                              "float " + var_name(op->out_var);
   open_block("__device__ __forceinline__ void operator()(" + params + ") const");
+  read_only_loads_ = epilogue_read_only(buffers, op->epilogue);
   stmt(op->epilogue);
+  read_only_loads_.clear();
   close_block();
   if (op->scale_expr.defined()) {  // the scale's factor known on the device only (attention.cuh: attention_scale)
     open_block("__device__ __forceinline__ float kiln_device_scale() const");

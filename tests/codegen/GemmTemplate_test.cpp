@@ -78,6 +78,20 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
   test::expect_cuda_compiles_for_every_architecture("gemm_template", source_text);
 }
 
+// The epilogue functor loads what it only reads through __ldg (so nvcc can keep those loads
+// across the stores of the unrolled per-element calls) and stores its outputs plainly.
+TEST(GemmTemplate, EpilogueReadsOnlyInputsThroughLdg) {
+  std::vector<LoweredFunc> funcs;
+  for (auto& f : codegen::lower_graph(gated_mlp(DType::Float16), codegen::Target::Cuda, "mlp")) funcs.push_back(std::move(f.func));
+  const std::string text = codegen::generate_module(funcs, codegen::Target::Cuda);
+  const size_t functor = text.find("kNumB = 1");  // the down projection's functor (+ the residual)
+  ASSERT_NE(functor, std::string::npos) << text;
+  const std::string down = text.substr(functor, text.find("};", functor) - functor);
+  EXPECT_NE(down.find("__ldg(&x["), std::string::npos) << "the residual read of x:\n" << down;
+  EXPECT_EQ(down.find("__ldg(&residual"), std::string::npos) << down;
+  EXPECT_NE(down.find("residual_out0["), std::string::npos) << down;
+}
+
 // kiln builds sm_90 as sm_90a, with the define that lets the host code call the Hopper kernel;
 // other architectures as they are.
 TEST(GemmTemplate, Sm90BuildsAsSm90aWithTheHopperKernel) {
