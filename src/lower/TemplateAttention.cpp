@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "IndexDigits.h"
 #include "kiln/ir/Equality.h"
 #include "kiln/ir/ExprUsesVar.h"
 #include "kiln/ir/IRMutator.h"
@@ -393,18 +394,6 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
     if (p_stage && m == *p_stage) g.probabilities = g.stages.size() - 1;
   }
   return g;
-}
-
-// Binds `vars` (row-major over `extents`) to the digits of the flat index `flat`.
-void unflatten(const Expr& flat, const std::vector<Expr>& vars, const std::vector<Expr>& extents,
-               std::vector<std::pair<Expr, Expr>>& out) {
-  Expr stride = Expr(1);
-  for (size_t k = vars.size(); k-- > 0;) {
-    Expr digit = is_one(stride) ? flat : flat / stride;
-    if (k > 0) digit = digit % extents[k];
-    out.emplace_back(vars[k], simplify(digit));
-    stride = simplify(stride * extents[k]);
-  }
 }
 
 // Replaces reads of `tensor` by `value`.

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "IndexDigits.h"
 #include "kiln/ir/ExprUsesVar.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
@@ -452,18 +453,6 @@ class ReadsToValues : public IRMutator {
  private:
   const std::map<const te::TensorNode*, Expr>& values_;
 };
-
-// Binds `vars` (row-major over `extents`) to the digits of the flat index `flat`.
-void unflatten(const Expr& flat, const std::vector<Expr>& vars, const std::vector<Expr>& extents,
-               std::vector<std::pair<Expr, Expr>>& out) {
-  Expr stride = Expr(1);
-  for (size_t k = vars.size(); k-- > 0;) {
-    Expr digit = is_one(stride) ? flat : flat / stride;
-    if (k > 0) digit = digit % extents[k];
-    out.emplace_back(vars[k], simplify(digit));
-    stride = simplify(stride * extents[k]);
-  }
-}
 
 }  // namespace
 

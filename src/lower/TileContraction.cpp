@@ -1,5 +1,6 @@
 #include "TileContraction.h"
 
+#include "IndexDigits.h"
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/Simplify.h"
@@ -15,17 +16,6 @@ Expr product(const std::vector<Expr>& extents) {
   Expr p = Expr(1);
   for (const Expr& e : extents) p = p * e;
   return simplify(p);
-}
-
-// Binds `vars` (row-major over `extents`) to the digits of the flat index `flat`.
-void unflatten(const Expr& flat, const std::vector<Expr>& vars, const std::vector<Expr>& extents, Bindings& out) {
-  Expr stride = Expr(1);
-  for (size_t k = vars.size(); k-- > 0;) {
-    Expr digit = is_one(stride) ? flat : flat / stride;
-    if (k > 0) digit = digit % extents[k];
-    out.emplace_back(vars[k], simplify(digit));
-    stride = simplify(stride * extents[k]);
-  }
 }
 
 Expr ceil_div(const Expr& a, int64_t b) { return simplify((a + Expr(b - 1)) / Expr(b)); }

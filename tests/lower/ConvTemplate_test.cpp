@@ -5,9 +5,8 @@
 // padding, dilation and edge sizes.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "../ops/TestGraph.h"
+#include "LoweringCheck.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/IRVisitor.h"
@@ -18,6 +17,7 @@ namespace {
 
 using namespace ir;
 using test::TestGraph;
+using test::random_tensor;
 
 class FindConvTemplates : public IRVisitor {
  public:
@@ -30,14 +30,6 @@ class FindConvTemplates : public IRVisitor {
     IRVisitor::visit(op);
   }
 };
-
-HostTensor random_tensor(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
-  HostTensor t(dtype, std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_double(i, u(rng));
-  return t;
-}
 
 struct ConvCase {
   std::vector<int64_t> x, w;  // shapes
