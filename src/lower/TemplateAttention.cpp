@@ -525,10 +525,14 @@ Stmt template_attention(const AttentionGroup& group, const Buffers& buffers, Stm
   for (size_t d = 0; d < group.batch_extents.size(); ++d) {
     description += (d ? ", " : "") + to_string(group.batch_extents[d]);
   }
-  description +=
-      "], seq_q = " + to_string(group.seq_q) + ", seq_k = " + to_string(group.seq_k) +
-      ", D = " + std::to_string(group.head_dim) + ", scale = " + std::to_string(group.scale) +
-      (group.device_scale.defined() ? " x " + to_string(group.device_scale) : std::string());
+  description += "], seq_q = " + to_string(group.seq_q) + ", seq_k = " + to_string(group.seq_k) +
+                 ", D = " + std::to_string(group.head_dim) + ", scale = " + std::to_string(group.scale);
+  if (group.device_scale.defined()) {
+    // An exporter's scale computed from Shape(x) is a long expression: named, not printed, then.
+    const std::string factor = to_string(group.device_scale);
+    constexpr size_t kLongest = 48;
+    description += factor.size() <= kLongest ? " x " + factor : " x a factor computed on the device (kiln_device_scale)";
+  }
   if (group.mask) description += ", mask " + group.mask->buffer->name;
   description += "), stages:";
   for (const LoweringStage& s : group.stages) description += " " + s.inlined.name();

@@ -67,6 +67,8 @@ TEST(TemplateAttention, ExportedAttentionIsOneFusedCallStoringTheTransposedLayou
   EXPECT_EQ(a->scale, 1.0);
   ASSERT_TRUE(a->scale_expr.defined()) << "the scale input is read on the device";
   EXPECT_NE(to_string(a->scale_expr).find("scale"), std::string::npos) << to_string(a->scale_expr);
+  // A short device factor is printed in the description (kiln inspect, the generated comment).
+  EXPECT_NE(a->description.find("scale = 1.000000 x "), std::string::npos) << a->description;
   EXPECT_NE(a->reason.find("tensor cores"), std::string::npos) << a->reason;
   // The epilogue stores the transpose's layout [2, 7, 3, 64]: (b, i, h, d).
   EXPECT_NE(to_string(a->epilogue).find("moved"), std::string::npos) << to_string(a->epilogue);
