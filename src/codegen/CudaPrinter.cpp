@@ -288,12 +288,10 @@ bool has_ldg(DType t) {
   }
 }
 
-}  // namespace
-
 // The global buffers an epilogue functor only reads: their loads print as __ldg, so that nvcc can
 // keep them across the functor's stores (the kernels call it for every element of a tile, unrolled:
 // with plain loads each element's loads wait behind the previous element's store).
-std::set<const BufferNode*> CudaPrinter::epilogue_read_only(const std::vector<Buffer>& used, const Stmt& body) {
+std::set<const BufferNode*> epilogue_read_only(const std::vector<Buffer>& used, const Stmt& body) {
   StoredBuffers v;
   v.visit(body);
   std::set<const BufferNode*> out;
@@ -302,6 +300,8 @@ std::set<const BufferNode*> CudaPrinter::epilogue_read_only(const std::vector<Bu
   }
   return out;
 }
+
+}  // namespace
 
 // The epilogue functor of kernels/gemm/gemm_problem.cuh: the buffers and symbols the epilogue
 // uses as members, its statements as the call operator over (batch, m, n, accumulators).

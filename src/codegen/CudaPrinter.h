@@ -27,7 +27,6 @@ class CudaPrinter : public CodePrinter {
  private:
   std::string epilogue_name(const FunctionLayout& f, size_t stage);
   void print_epilogue(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
-  std::set<const ir::BufferNode*> epilogue_read_only(const std::vector<ir::Buffer>& used, const ir::Stmt& body);
   void print_template_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_w4_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_conv_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op, const std::string& element);

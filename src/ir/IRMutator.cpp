@@ -149,6 +149,24 @@ Stmt IRMutator::visit(const Evaluate* op, const Stmt& self) {
   Expr v = mutate(op->value);
   return v.same_as(op->value) ? self : Evaluate::make(v);
 }
+ContractionOperand IRMutator::mutate_operand(const ContractionOperand& x, bool& changed) {
+  auto expr = [&](const Expr& e) {
+    Expr r = mutate(e);
+    changed = changed || !r.same_as(e);
+    return r;
+  };
+  ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}, std::nullopt};
+  for (const Expr& e : x.batch_strides) r.batch_strides.push_back(expr(e));
+  if (x.window) {
+    r.window = *x.window;
+    for (Expr ConvWindow::*e : {&ConvWindow::channels, &ConvWindow::height, &ConvWindow::width, &ConvWindow::out_height,
+                                &ConvWindow::out_width}) {
+      (*r.window).*e = expr((*x.window).*e);
+    }
+  }
+  return r;
+}
+
 Stmt IRMutator::visit(const TemplateContraction* op, const Stmt& self) {
   bool changed = false;
   auto expr = [&](const Expr& e) {
@@ -156,18 +174,7 @@ Stmt IRMutator::visit(const TemplateContraction* op, const Stmt& self) {
     changed = changed || !r.same_as(e);
     return r;
   };
-  auto operand = [&](const ContractionOperand& x) {
-    ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}, std::nullopt};
-    for (const Expr& e : x.batch_strides) r.batch_strides.push_back(expr(e));
-    if (x.window) {
-      r.window = *x.window;
-      for (Expr ConvWindow::*e : {&ConvWindow::channels, &ConvWindow::height, &ConvWindow::width,
-                                  &ConvWindow::out_height, &ConvWindow::out_width}) {
-        (*r.window).*e = expr((*x.window).*e);
-      }
-    }
-    return r;
-  };
+  auto operand = [&](const ContractionOperand& x) { return mutate_operand(x, changed); };
   std::vector<Expr> extents;
   for (const Expr& e : op->batch_extents) extents.push_back(expr(e));
   Expr m = expr(op->m), n = expr(op->n), k = expr(op->k);
@@ -187,11 +194,7 @@ Stmt IRMutator::visit(const TemplateAttention* op, const Stmt& self) {
     changed = changed || !r.same_as(e);
     return r;
   };
-  auto operand = [&](const ContractionOperand& x) {
-    ContractionOperand r{x.buffer, expr(x.offset), expr(x.stride_mn), expr(x.stride_k), {}, std::nullopt};
-    for (const Expr& e : x.batch_strides) r.batch_strides.push_back(expr(e));
-    return r;
-  };
+  auto operand = [&](const ContractionOperand& x) { return mutate_operand(x, changed); };
   std::vector<Expr> extents;
   for (const Expr& e : op->batch_extents) extents.push_back(expr(e));
   Expr seq_q = expr(op->seq_q), seq_k = expr(op->seq_k);

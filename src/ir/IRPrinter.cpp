@@ -212,23 +212,7 @@ class Printer : public IRVisitor {
     os_ << ", Q " << op->q.buffer->name
         << ", K " << op->k.buffer->name << ", V " << op->v.buffer->name;
     if (op->mask) os_ << ", mask " << op->mask->buffer->name;
-    os_ << "; epilogue at (";
-    visit(op->batch_var);
-    os_ << ", ";
-    visit(op->row_var);
-    os_ << ", ";
-    visit(op->d_var);
-    os_ << ") {\n";
-    ++depth_;
-    visit(op->epilogue);
-    --depth_;
-    indent();
-    os_ << "} reference {\n";
-    ++depth_;
-    visit(op->reference);
-    --depth_;
-    indent();
-    os_ << "}\n";
+    epilogue_and_reference({op->batch_var, op->row_var, op->d_var}, op->epilogue, op->reference);
   }
   void visit(const TemplateContraction* op) override {
     indent();
@@ -246,26 +230,30 @@ class Printer : public IRVisitor {
     os_ << ", A " << op->a.buffer->name;
     for (const ContractionOperand& b : op->b) os_ << ", B " << b.buffer->name << (b.window ? " (im2col)" : "");
     if (op->w4) os_ << ", 4-bit B " << op->w4->weight->name << " (scales " << op->w4->scales->name << ")";
+    epilogue_and_reference({op->batch_var, op->m_var, op->n_var}, op->epilogue, op->reference);
+  }
+
+ private:
+  // The tail of a template node: its epilogue over `vars`, then its reference loops.
+  void epilogue_and_reference(const std::vector<Expr>& vars, const Stmt& epilogue, const Stmt& reference) {
     os_ << "; epilogue at (";
-    visit(op->batch_var);
-    os_ << ", ";
-    visit(op->m_var);
-    os_ << ", ";
-    visit(op->n_var);
+    for (size_t i = 0; i < vars.size(); ++i) {
+      os_ << (i ? ", " : "");
+      visit(vars[i]);
+    }
     os_ << ") {\n";
     ++depth_;
-    visit(op->epilogue);
+    visit(epilogue);
     --depth_;
     indent();
     os_ << "} reference {\n";
     ++depth_;
-    visit(op->reference);
+    visit(reference);
     --depth_;
     indent();
     os_ << "}\n";
   }
 
- private:
   std::ostream& os_;
   int depth_ = 0;
 };

@@ -15,6 +15,10 @@ class IRMutator {
 #define KILN_EXPR_NODE(name) virtual Expr visit(const name* op, const Expr& self);
 #define KILN_STMT_NODE(name) virtual Stmt visit(const name* op, const Stmt& self);
 #include "kiln/ir/Nodes.def"
+
+  // A template node's operand with its offset, strides and window mutated; sets `changed` when
+  // any of them changed.
+  ContractionOperand mutate_operand(const ContractionOperand& x, bool& changed);
 };
 
 // Replaces each Variable in `map` (by identity) with its expression.
