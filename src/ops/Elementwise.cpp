@@ -15,7 +15,10 @@ te::Tensor broadcast_map(OpContext& ctx, const std::vector<te::Tensor>& tensors,
       [&](const std::vector<Expr>& i) {
         std::vector<Expr> values;
         values.reserve(tensors.size());
-        for (const te::Tensor& t : tensors) values.push_back(upcast(broadcast_read(t, i)));
+        for (const te::Tensor& t : tensors) {
+          const std::optional<Expr> literal = ctx.known_scalar(t);
+          values.push_back(upcast(literal && literal->type() == Type(t.dtype()) ? *literal : broadcast_read(t, i)));
+        }
         return fn(values);
       },
       ctx.node().describe());

@@ -63,6 +63,14 @@ std::vector<te::Tensor> build_pow(OpContext& ctx) {
   const DType dtype = base.dtype();
   return {broadcast_map(ctx, {base, exponent}, [&](const std::vector<Expr>& v) {
     const Type compute = is_float(dtype) ? v[0].type() : Type(DType::Float64);
+    // A literal exponent of 2 or 3 on a float base (tanh-GELU's x^3): products, as ONNX Runtime
+    // computes them, rather than a general pow.
+    std::optional<double> e = as_const_float(v[1]);
+    if (const auto i = as_const_int(v[1]); !e && i) e = static_cast<double>(*i);
+    if (is_float(dtype) && e && (*e == 2.0 || *e == 3.0)) {
+      const Expr x = cast(compute, v[0]);
+      return downcast(*e == 2.0 ? x * x : x * x * x, dtype);
+    }
     return downcast(call(Intrinsic::Pow, cast(compute, v[0]), cast(compute, v[1])), dtype);
   })};
 }

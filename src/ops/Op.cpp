@@ -29,6 +29,18 @@ const std::vector<ir::Expr>& OpContext::known_values(int i, const char* what) co
   return *known_[i];
 }
 
+std::optional<ir::Expr> OpContext::known_scalar(const te::Tensor& input) const {
+  for (int i = 0; i < num_inputs(); ++i) {
+    if (!inputs_[i].defined() || !inputs_[i].same_as(input) || !known_[i] || known_[i]->size() != 1) continue;
+    const ir::Expr& value = known_[i]->front();
+    if (!ir::as_const_float(value) && !ir::as_const_int(value)) return std::nullopt;
+    const int v = node_.inputs[i];
+    if (std::find(graph_.inputs.begin(), graph_.inputs.end(), v) != graph_.inputs.end()) return std::nullopt;
+    return value;
+  }
+  return std::nullopt;
+}
+
 std::vector<int64_t> OpContext::constant_ints(int i, const char* what) const {
   std::vector<int64_t> out;
   for (const ir::Expr& e : known_values(i, what)) {

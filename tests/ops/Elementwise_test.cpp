@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "TestGraph.h"
+#include "kiln/ir/IRPrinter.h"
 
 namespace kiln {
 namespace {
@@ -155,6 +156,53 @@ TEST(Elementwise, ClipIntegerBoundsAndRoundHalfToEven) {
                                               {"f", test::tensor(DType::Float32, {4}, {0.5, 1.5, 2.5, -2.5})}});
   EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{-2, -1, 2, 3}));
   EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{0, 2, 2, -2}));
+}
+
+// Single-element constants (initializers, Constant outputs) are literals in the element
+// expressions, so the generated code neither loads them nor calls a general pow for x^2 or x^3
+// (tanh-GELU as exporters write it); a value a caller passes (a graph input) stays a read.
+TEST(Elementwise, SingleValueConstantsAreLiteralsAndSmallPowersAreProducts) {
+  NodeTestGraph g;
+  const int x = g.input("x", DType::Float32, {ir::Expr(3)});
+  const int e = g.input("e", DType::Float32, {});
+  const int three = g.constant("three", test::tensor(DType::Float32, {}, {3}));
+  const int two = g.constant("two", test::tensor(DType::Int64, {}, {2}));
+  const int c = g.constant("c", test::tensor(DType::Float32, {}, {0.5}));
+  g.node("cube", OpKind::Pow, {x, three});
+  g.node("square", OpKind::Pow, {x, two});
+  g.node("general", OpKind::Pow, {x, e});
+  g.node("scaled", OpKind::Mul, {x, c});
+  const ops::GraphTensors built = ops::build_graph_tensors(g.graph);
+  auto body = [&](int k) { return ir::to_string(built.tensors[g.graph.outputs[k]]->body); };
+  for (int k : {0, 1, 3}) {
+    EXPECT_EQ(body(k).find("pow"), std::string::npos) << body(k);
+    EXPECT_EQ(body(k).find("three("), std::string::npos) << body(k);
+    EXPECT_EQ(body(k).find("two("), std::string::npos) << body(k);
+    EXPECT_EQ(body(k).find("c()"), std::string::npos) << body(k);
+  }
+  EXPECT_NE(body(3).find("0.5"), std::string::npos) << body(3);
+  EXPECT_NE(body(2).find("pow"), std::string::npos) << body(2);
+  EXPECT_NE(body(2).find("e()"), std::string::npos) << body(2);
+
+  const auto out = run_graph_on_cpu(g.graph, {{"x", test::tensor(DType::Float32, {3}, {1.5, -2, 0.25})},
+                                              {"e", test::tensor(DType::Float32, {}, {3})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{3.375, -8, 0.015625}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{2.25, 4, 0.0625}));
+  EXPECT_EQ(test::values_of(out[2]), test::values_of(out[0]));
+  EXPECT_EQ(test::values_of(out[3]), (std::vector<double>{0.75, -1, 0.125}));
+}
+
+// A graph input with a default value (an initializer of the same name, IR < 4) may be
+// overridden by its caller: it is read, not folded.
+TEST(Elementwise, OverridableInitializerIsNotALiteral) {
+  NodeTestGraph g;
+  const int x = g.input("x", DType::Float32, {ir::Expr(2)});
+  const int k = g.input("k", DType::Float32, {});
+  g.graph.values[k].constant = test::tensor(DType::Float32, {}, {2});
+  g.node("scaled", OpKind::Mul, {x, k});
+  const ops::GraphTensors built = ops::build_graph_tensors(g.graph);
+  const std::string body = ir::to_string(built.tensors[g.graph.outputs[0]]->body);
+  EXPECT_NE(body.find("k()"), std::string::npos) << body;
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ class OpContext {
   // The same, required to be integer constants.
   std::vector<int64_t> constant_ints(int i, const char* what) const;
   std::vector<double> constant_floats(int i, const char* what) const;
+  // The one value of an input that is a single known numeric constant (an initializer or a
+  // Constant, not a graph input a caller may override), so that generated code can use it as a
+  // literal (GELU's constants, Pow's exponent) instead of loading it; nullopt otherwise.
+  std::optional<ir::Expr> known_scalar(const te::Tensor& input) const;
 
   // A UserError prefixed with the node: "node 'x' (Reshape): <message>".
   template <typename... Args>
