@@ -7,7 +7,8 @@
 #                                       GEMM_MODE (all | tc: every check, then only the M >= 816 timings |
 #                                       wg: the Hopper kernel's checks and timings |
 #                                       gemv: builds and runs only the small-M checks and timings), GEMM_TC_ALL=0 (build only
-#                                       the variant-1 configurations mode wg uses: faster)
+#                                       the variant-1 configurations mode wg uses: faster), GEMM_STAGE (build: only build the
+#                                       binaries; run: only run those an earlier build left in GEMM_BUILD; default both)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../results/gemm_$(date -u +%F).md}
@@ -17,13 +18,16 @@ mkdir -p "$build"
 pids=()
 gemv_only=0
 [ "${GEMM_MODE:-all}" = gemv ] && gemv_only=1
+stage=${GEMM_STAGE:-both}
 for bf in 0 1; do
+  [ "$stage" = run ] && break
   nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch ${GEMM_WERROR:+--Werror=all-warnings} -DBENCH_BF16=$bf -DBENCH_GEMV_ONLY=$gemv_only \
     $([ "$arch" = 90a ] && echo -DKILN_GEMM_SM90A) -DBENCH_TC_ALL=${GEMM_TC_ALL:-1} \
     "$here/gemm_bench.cu" -o "$build/gemm_bench_$bf" -lcublas &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || { echo "build failed"; exit 2; }; done
+[ "$stage" = build ] && exit 0
 commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 {
   echo "# kernels/gemm: check-then-time"

@@ -14,7 +14,9 @@
 //     (BM/128 wgmma m64 blocks) by BN columns of fp32 accumulators in registers, issues the
 //     wgmmas of a stage straight from shared-memory descriptors, keeps one stage's wgmmas in
 //     flight (wait_group 1) and releases the stage before it; then runs the epilogue functor on
-//     its accumulators while the producer already loads the next tile.
+//     its accumulators while the producer already loads the next tile: a few columns at a time,
+//     through a shared-memory buffer of its own, in row-major order (coalesced stores, and the
+//     functor's code in a loop rather than once per accumulator).
 //   Ping-pong (PINGPONG = 1): each consumer warpgroup owns whole tiles, every other one of the
 //     CTA's sequence; the ring hands out stages in tile order, so one warpgroup's mainloop runs
 //     while the other one's epilogue does (what hides the epilogue when K is short).
@@ -74,7 +76,20 @@ struct WgmmaLayout {
   static constexpr uint32_t kABytes = Config::BM * Config::BK * 2, kBBytes = Config::BN * Config::BK * 2;
   static constexpr uint32_t kStageBytes = kABytes + kNumB * kBBytes;
   // Stages, then a full and an empty barrier per stage; 1024 bytes of slack to align the base.
-  static constexpr size_t kSmemBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
+  static constexpr size_t kRingBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
+  // Then one epilogue buffer per consumer warpgroup: its tile rows x kEpiCols fp32 accumulators
+  // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks.
+  // kEpiCols is the widest of 64, 32, 16, 8 (at most BN) that fits next to the ring; 0: none does.
+  static constexpr int kRows = Config::BM / Config::kConsumersPerTile;
+  static constexpr size_t epilogue_bytes(int cols) { return size_t(kNumB) * kRows * (cols + 8) * 4; }
+  static constexpr int widest_epilogue_cols() {
+    for (int cols = 64; cols >= 8; cols /= 2)
+      if (cols <= Config::BN && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024) return cols;
+    return 0;
+  }
+  static constexpr int kEpiCols = widest_epilogue_cols(), kEpiStride = kEpiCols + 8;
+  static constexpr size_t kEpiBytes = epilogue_bytes(kEpiCols);
+  static constexpr size_t kSmemBytes = kRingBytes + Config::kConsumers * kEpiBytes;
 };
 
 constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
@@ -219,30 +234,70 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 
       // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of
       // a thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2.
-      const int64_t slice = args.m * args.n;
+      if (args.splits > 1) {
+        const int64_t slice = args.m * args.n;
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
-          if (m >= args.m) continue;
+          for (int h = 0; h < 2; ++h) {
+            const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
+            if (m >= args.m) continue;
 #pragma unroll
-          for (int i = 0; i < BN / 8; ++i)
+            for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const int64_t n = int64_t(tn) * BN + 8 * i + 2 * (lane % 4) + c;
-              if (n >= args.n) continue;
-              const int e = 4 * i + 2 * h + c;
-              if (args.splits > 1) {
+              for (int c = 0; c < 2; ++c) {
+                const int64_t n = int64_t(tn) * BN + 8 * i + 2 * (lane % 4) + c;
+                if (n >= args.n) continue;
 #pragma unroll
-                for (int j = 0; j < NB; ++j) __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, acc[j][mi][e]);
-              } else if constexpr (NB == 2) {
-                epilogue(b, m, n, acc[0][mi][e], acc[1][mi][e]);
-              } else {
-                epilogue(b, m, n, acc[0][mi][e]);
+                for (int j = 0; j < NB; ++j)
+                  __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, acc[j][mi][4 * i + 2 * h + c]);
               }
-            }
+          }
+        continue;
+      }
+      // The epilogue, kEpiCols columns at a time: the fragments go to this warpgroup's buffer,
+      // then the warpgroup walks the buffer row-major (consecutive threads, consecutive columns:
+      // coalesced stores) in a loop that is not unrolled, so the functor's code exists a few
+      // times rather than once per accumulator (straight-line code of every accumulator's
+      // functor overflows the instruction cache when the functor is long, e.g. erf-GELU).
+      constexpr int CN = L::kEpiCols, CS = L::kEpiStride, R = L::kRows;
+      float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
+                                                  size_t(cw) * L::kEpiBytes);
+      const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * BN;
+#pragma unroll 1
+      for (int chunk = 0; chunk < BN / CN; ++chunk) {
+        named_barrier_sync(3 + cw, 128);  // every thread of the warpgroup has read the buffer's last use
+        // Registers are named at compile time: every chunk's writes exist, the current one runs.
+#pragma unroll
+        for (int cc = 0; cc < BN / CN; ++cc) {
+          if (cc != chunk) continue;
+#pragma unroll
+          for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int i = cc * CN / 8; i < (cc + 1) * CN / 8; ++i) {
+                  const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * i - cc * CN + 2 * (lane % 4);
+                  *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) =
+                      make_float2(acc[j][mi][4 * i + 2 * h], acc[j][mi][4 * i + 2 * h + 1]);
+                }
         }
+        named_barrier_sync(3 + cw, 128);
+#pragma unroll 2
+        for (int idx = tid; idx < R * CN; idx += 128) {
+          const int r = idx / CN, c = idx % CN;
+          const int64_t m = m0 + r, n = n0 + chunk * CN + c;
+          if (m < args.m && n < args.n) {
+            if constexpr (NB == 2) {
+              epilogue(b, m, n, buf[r * CS + c], buf[(R + r) * CS + c]);
+            } else {
+              epilogue(b, m, n, buf[r * CS + c]);
+            }
+          }
+        }
+      }
     }
   }
 #endif
@@ -398,7 +453,7 @@ cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspa
                 "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * NB <= 128,
                 "WgmmaConfig: at most 128 accumulators per consumer thread");
-  static_assert(detail::WgmmaLayout<Config, NB>::kSmemBytes <= 227 * 1024, "WgmmaConfig: stages exceed shared memory");
+  static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
     const int64_t batch = p.batch();
