@@ -84,16 +84,18 @@ inline float t_to_float(__half v) { return __half2float(v); }
 inline float t_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // ---- epilogues: what generated code prints, in three flavours ----
+// kReadsRows / kLong as kiln's generated functors declare them (gemm_problem.cuh): the Hopper
+// kernel stages these three through shared memory (the long ones in a rolled loop).
 struct StoreEpilogue {  // y = acc, stored as T
   static constexpr int kNumB = 1;
-  static constexpr bool kAllPaths = true;
+  static constexpr bool kAllPaths = true, kReadsRows = false, kLong = false;
   T* out;
   int64_t m, n;
   __device__ void operator()(int64_t b, int64_t i, int64_t j, float acc) const { out[(b * m + i) * n + j] = to_t(acc); }
 };
 struct BiasGeluEpilogue {  // y = gelu_tanh(acc + bias[n])
   static constexpr int kNumB = 1;
-  static constexpr bool kAllPaths = false;
+  static constexpr bool kAllPaths = false, kReadsRows = false, kLong = true;
   T* out;
   const float* bias;
   int64_t m, n;
@@ -103,7 +105,7 @@ struct BiasGeluEpilogue {  // y = gelu_tanh(acc + bias[n])
 };
 struct GateUpEpilogue {  // y = gelu_tanh(acc0) * acc1
   static constexpr int kNumB = 2;
-  static constexpr bool kAllPaths = false;
+  static constexpr bool kAllPaths = false, kReadsRows = false, kLong = true;
   T* out;
   int64_t m, n;
   __device__ void operator()(int64_t b, int64_t i, int64_t j, float g, float u) const {

@@ -18,6 +18,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace kiln::gemm {
 
 constexpr int kMaxBatchRank = 4;
@@ -57,5 +59,21 @@ struct Problem {
     return offset;
   }
 };
+
+// What an epilogue functor may declare about itself (generated ones do; a functor without the
+// member gets the default), for kernels that can call it more than one way (gemm_wgmma.cuh):
+//   kReadsRows: it loads global memory at an index that depends on the row or batch (a residual):
+//     call it straight from the accumulator registers, every element unrolled, so that all of its
+//     loads are in flight at once. Default true (the calling pattern every kernel supports).
+//   kLong: its code is long (transcendental calls, divisions): call it from a rolled loop, so that
+//     its code exists a few times rather than once per accumulator. Default false.
+template <typename E, typename = void>
+struct EpilogueReadsRows : std::true_type {};
+template <typename E>
+struct EpilogueReadsRows<E, std::void_t<decltype(E::kReadsRows)>> : std::bool_constant<E::kReadsRows> {};
+template <typename E, typename = void>
+struct EpilogueIsLong : std::false_type {};
+template <typename E>
+struct EpilogueIsLong<E, std::void_t<decltype(E::kLong)>> : std::bool_constant<E::kLong> {};
 
 }  // namespace kiln::gemm

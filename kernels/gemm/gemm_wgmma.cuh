@@ -14,9 +14,10 @@
 //     (BM/128 wgmma m64 blocks) by BN columns of fp32 accumulators in registers, issues the
 //     wgmmas of a stage straight from shared-memory descriptors, keeps one stage's wgmmas in
 //     flight (wait_group 1) and releases the stage before it; then runs the epilogue functor on
-//     its accumulators while the producer already loads the next tile: a few columns at a time,
-//     through a shared-memory buffer of its own, in row-major order (coalesced stores, and the
-//     functor's code in a loop rather than once per accumulator).
+//     its accumulators while the producer already loads the next tile: a functor that loads at
+//     the row's own index (EpilogueReadsRows, a residual) straight from the registers, any other
+//     a few columns at a time through a shared-memory buffer of its own, in row-major order
+//     (coalesced stores; a long functor, EpilogueIsLong, from a rolled loop).
 //   Ping-pong (PINGPONG = 1): each consumer warpgroup owns whole tiles, every other one of the
 //     CTA's sequence; the ring hands out stages in tile order, so one warpgroup's mainloop runs
 //     while the other one's epilogue does (what hides the epilogue when K is short).
@@ -255,39 +256,59 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         continue;
       }
-      // The epilogue, kEpiCols columns at a time: the fragments go to this warpgroup's buffer,
-      // then the warpgroup walks the buffer row-major (consecutive threads, consecutive columns:
-      // coalesced stores) in a loop that is not unrolled, so the functor's code exists a few
-      // times rather than once per accumulator (straight-line code of every accumulator's
-      // functor overflows the instruction cache when the functor is long, e.g. erf-GELU).
-      constexpr int CN = L::kEpiCols, CS = L::kEpiStride, R = L::kRows;
+      if constexpr (EpilogueReadsRows<Epilogue>::value) {
+        // A functor that loads at the row's own index (a residual): straight from the
+        // accumulators, every element unrolled, so that all of its loads are in flight at once.
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
+            if (m >= args.m) continue;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int64_t n = int64_t(tn) * BN + 8 * i + 2 * (lane % 4) + c;
+                if (n >= args.n) continue;
+                if constexpr (NB == 2) {
+                  epilogue(b, m, n, acc[0][mi][4 * i + 2 * h + c], acc[1][mi][4 * i + 2 * h + c]);
+                } else {
+                  epilogue(b, m, n, acc[0][mi][4 * i + 2 * h + c]);
+                }
+              }
+          }
+        continue;
+      }
+      // Any other functor: kEpiCols columns at a time through this warpgroup's buffer, walked
+      // row-major (consecutive threads, consecutive columns: coalesced stores). A long functor
+      // runs in a rolled loop over the column chunks, so that its code exists once per element
+      // of a chunk rather than once per accumulator (straight-line code for every accumulator
+      // overflows the instruction cache); after each chunk the accumulators shift down by one
+      // chunk, since registers cannot be indexed at run time.
+      constexpr int CN = L::kEpiCols, CS = L::kEpiStride, R = L::kRows, CH = CN / 2;  // CH: per m64 block and B
+      constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : BN / CN;
       float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
                                                   size_t(cw) * L::kEpiBytes);
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * BN;
-#pragma unroll 1
+#pragma unroll kChunkUnroll
       for (int chunk = 0; chunk < BN / CN; ++chunk) {
         named_barrier_sync(3 + cw, 128);  // every thread of the warpgroup has read the buffer's last use
-        // Registers are named at compile time: every chunk's writes exist, the current one runs.
 #pragma unroll
-        for (int cc = 0; cc < BN / CN; ++cc) {
-          if (cc != chunk) continue;
+        for (int j = 0; j < NB; ++j)
 #pragma unroll
-          for (int j = 0; j < NB; ++j)
+          for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
+            for (int h = 0; h < 2; ++h)
 #pragma unroll
-              for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int i = cc * CN / 8; i < (cc + 1) * CN / 8; ++i) {
-                  const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * i - cc * CN + 2 * (lane % 4);
-                  *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) =
-                      make_float2(acc[j][mi][4 * i + 2 * h], acc[j][mi][4 * i + 2 * h + 1]);
-                }
-        }
+              for (int q = 0; q < CN / 8; ++q) {
+                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
+                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(acc[j][mi][4 * q + 2 * h], acc[j][mi][4 * q + 2 * h + 1]);
+              }
         named_barrier_sync(3 + cw, 128);
-#pragma unroll 2
-        for (int idx = tid; idx < R * CN; idx += 128) {
-          const int r = idx / CN, c = idx % CN;
+#pragma unroll
+        for (int t = 0; t < R * CN / 128; ++t) {
+          const int idx = tid + 128 * t, r = idx / CN, c = idx % CN;
           const int64_t m = m0 + r, n = n0 + chunk * CN + c;
           if (m < args.m && n < args.n) {
             if constexpr (NB == 2) {
@@ -297,6 +318,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             }
           }
         }
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int e = 0; e + CH < BN / 2; ++e) acc[j][mi][e] = acc[j][mi][e + CH];
       }
     }
   }

@@ -3,6 +3,7 @@
 #include "Embedded.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRPrinter.h"
+#include "kiln/ir/ExprUsesVar.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/ir/Simplify.h"
 #include "kiln/support/Error.h"
@@ -301,6 +302,52 @@ std::set<const BufferNode*> epilogue_read_only(const std::vector<Buffer>& used, 
   return out;
 }
 
+// What an epilogue tells the GEMM kernels about itself (gemm_problem.cuh: EpilogueReadsRows,
+// EpilogueIsLong): whether it loads at an index that depends on the row or batch (a residual), and
+// whether its code is long (a transcendental call or a floating-point division per element).
+class EpilogueShape : public IRVisitor {
+ public:
+  EpilogueShape(Expr row, Expr batch) : per_row_{std::move(row), std::move(batch)} {}
+  bool reads_rows = false, is_long = false;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Load* op) override {
+    if (per_row(op->index)) reads_rows = true;
+    IRVisitor::visit(op);
+  }
+  void visit(const LetStmt* op) override {
+    if (per_row(op->value)) per_row_.push_back(op->var);
+    IRVisitor::visit(op);
+  }
+  void visit(const Let* op) override {
+    if (per_row(op->value)) per_row_.push_back(op->var);
+    IRVisitor::visit(op);
+  }
+  void visit(const Call* op) override {
+    switch (op->op) {
+      case Intrinsic::Abs: case Intrinsic::Floor: case Intrinsic::Ceil: case Intrinsic::RoundEven: case Intrinsic::Trunc:
+      case Intrinsic::IsNan: case Intrinsic::IsInf: case Intrinsic::BitAnd: case Intrinsic::BitOr: case Intrinsic::BitXor:
+      case Intrinsic::BitNot: case Intrinsic::ShiftLeft: case Intrinsic::ShiftRight: case Intrinsic::BitCast:
+      case Intrinsic::Infinity: case Intrinsic::NaN: break;
+      default: is_long = true;
+    }
+    IRVisitor::visit(op);
+  }
+  void visit(const Div* op) override {
+    if (op->type.is_float()) is_long = true;
+    IRVisitor::visit(op);
+  }
+
+ private:
+  bool per_row(const Expr& e) const {
+    for (const Expr& v : per_row_)
+      if (expr_uses_var(e, v)) return true;
+    return false;
+  }
+  std::vector<Expr> per_row_;  // the row and batch variables and the lets computed from them
+};
+
 }  // namespace
 
 // The epilogue functor of kernels/gemm/gemm_problem.cuh: the buffers and symbols the epilogue
@@ -309,6 +356,10 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
   const std::vector<Buffer> buffers = buffers_used(f, op->epilogue);
   open_block("struct " + epilogue_name(f, stage));
   line() << "static constexpr int kNumB = " << op->b.size() << ";\n";
+  EpilogueShape shape(op->m_var, op->batch_var);
+  shape.visit(op->epilogue);
+  line() << "static constexpr bool kReadsRows = " << (shape.reads_rows ? "true" : "false") << ", kLong = "
+         << (shape.is_long ? "true" : "false") << ";\n";
   for (const Buffer& b : buffers) line() << storage_type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
   for (const Expr& s : f.symbols) line() << "int64_t " << var_name(s) << ";\n";
   const std::string unused = "[[maybe_unused]] ";

@@ -92,6 +92,32 @@ TEST(GemmTemplate, EpilogueReadsOnlyInputsThroughLdg) {
   EXPECT_NE(down.find("residual_out0["), std::string::npos) << down;
 }
 
+// Each functor tells the Hopper kernel how to call it (gemm_problem.cuh): the down projection's,
+// which reads the residual at its row, straight from the accumulators; the gate*up product's,
+// with a tanh and no per-row read, through shared memory from a rolled loop; a bias-only one
+// through shared memory, unrolled.
+TEST(GemmTemplate, EpilogueSaysWhetherItReadsRowsAndIsLong) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {var("tokens"), Expr(64)});
+  const int w = t.input("w", DType::Float16, {Expr(64), Expr(128)});
+  const int bias = t.input("bias", DType::Float16, {Expr(128)});
+  t.output(t.node("biased", OpKind::Add, {t.node("proj", OpKind::MatMul, {x, w}), bias}));
+  std::vector<LoweredFunc> funcs;
+  for (auto& f : codegen::lower_graph(gated_mlp(DType::Float16), codegen::Target::Cuda, "mlp")) funcs.push_back(std::move(f.func));
+  for (auto& f : codegen::lower_graph(t.graph, codegen::Target::Cuda, "bias")) funcs.push_back(std::move(f.func));
+  const std::string text = codegen::generate_module(funcs, codegen::Target::Cuda);
+  auto functor = [&](const std::string& marker) {
+    const size_t at = text.find(marker);
+    EXPECT_NE(at, std::string::npos) << marker << " in\n" << text;
+    return at == std::string::npos ? std::string() : text.substr(at, text.find("};", at) - at);
+  };
+  EXPECT_NE(functor("kNumB = 2").find("kReadsRows = false, kLong = true;"), std::string::npos) << functor("kNumB = 2");
+  const std::string down = functor("kNumB = 1");  // the MLP's down projection comes first
+  EXPECT_NE(down.find("kReadsRows = true, kLong = false;"), std::string::npos) << down;
+  const std::string biased = functor("struct bias_");
+  EXPECT_NE(biased.find("kReadsRows = false, kLong = false;"), std::string::npos) << biased;
+}
+
 // kiln builds sm_90 as sm_90a, with the define that lets the host code call the Hopper kernel;
 // other architectures as they are.
 TEST(GemmTemplate, Sm90BuildsAsSm90aWithTheHopperKernel) {
