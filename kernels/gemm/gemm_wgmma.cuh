@@ -256,21 +256,22 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         continue;
       }
-      if constexpr (EpilogueReadsRows<Epilogue>::value) {
-        // A functor that loads at the row's own index (a residual): straight from the
-        // accumulators, every element unrolled, so that all of its loads are in flight at once.
+      const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * BN;
+      constexpr int R = L::kRows;
+      if (EpilogueReadsRows<Epilogue>::value && m0 + R <= args.m && n0 + BN <= args.n) {
+        // A functor that loads at the row's own index (a residual), on a whole tile: straight
+        // from the accumulators, every element unrolled and unchecked (one basic block), so that
+        // all of its loads are in flight at once. Edge tiles take the buffer below.
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
-            if (m >= args.m) continue;
+            const int64_t m = m0 + 64 * mi + 16 * warp + lane / 4 + 8 * h;
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
-                const int64_t n = int64_t(tn) * BN + 8 * i + 2 * (lane % 4) + c;
-                if (n >= args.n) continue;
+                const int64_t n = n0 + 8 * i + 2 * (lane % 4) + c;
                 if constexpr (NB == 2) {
                   epilogue(b, m, n, acc[0][mi][4 * i + 2 * h + c], acc[1][mi][4 * i + 2 * h + c]);
                 } else {
@@ -286,11 +287,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       // of a chunk rather than once per accumulator (straight-line code for every accumulator
       // overflows the instruction cache); after each chunk the accumulators shift down by one
       // chunk, since registers cannot be indexed at run time.
-      constexpr int CN = L::kEpiCols, CS = L::kEpiStride, R = L::kRows, CH = CN / 2;  // CH: per m64 block and B
+      constexpr int CN = L::kEpiCols, CS = L::kEpiStride, CH = CN / 2;  // CH: per m64 block and B
       constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : BN / CN;
       float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
                                                   size_t(cw) * L::kEpiBytes);
-      const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * BN;
+      const bool rows_in = m0 + R <= args.m;
 #pragma unroll kChunkUnroll
       for (int chunk = 0; chunk < BN / CN; ++chunk) {
         named_barrier_sync(3 + cw, 128);  // every thread of the warpgroup has read the buffer's last use
@@ -306,16 +307,23 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                 *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(acc[j][mi][4 * q + 2 * h], acc[j][mi][4 * q + 2 * h + 1]);
               }
         named_barrier_sync(3 + cw, 128);
-#pragma unroll
-        for (int t = 0; t < R * CN / 128; ++t) {
+        auto element = [&](int t) {
           const int idx = tid + 128 * t, r = idx / CN, c = idx % CN;
           const int64_t m = m0 + r, n = n0 + chunk * CN + c;
-          if (m < args.m && n < args.n) {
-            if constexpr (NB == 2) {
-              epilogue(b, m, n, buf[r * CS + c], buf[(R + r) * CS + c]);
-            } else {
-              epilogue(b, m, n, buf[r * CS + c]);
-            }
+          if constexpr (NB == 2) {
+            epilogue(b, m, n, buf[r * CS + c], buf[(R + r) * CS + c]);
+          } else {
+            epilogue(b, m, n, buf[r * CS + c]);
+          }
+        };
+        if (rows_in && n0 + (chunk + 1) * CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
+#pragma unroll
+          for (int t = 0; t < R * CN / 128; ++t) element(t);
+        } else {
+#pragma unroll 1
+          for (int t = 0; t < R * CN / 128; ++t) {
+            const int idx = tid + 128 * t;
+            if (m0 + idx / CN < args.m && n0 + chunk * CN + idx % CN < args.n) element(t);
           }
         }
 #pragma unroll

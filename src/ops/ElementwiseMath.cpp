@@ -51,7 +51,21 @@ std::vector<te::Tensor> arithmetic(OpContext& ctx) {
 Expr add(Expr a, Expr b) { return std::move(a) + std::move(b); }
 Expr sub(Expr a, Expr b) { return std::move(a) - std::move(b); }
 Expr mul(Expr a, Expr b) { return std::move(a) * std::move(b); }
-Expr div(Expr a, Expr b) { return std::move(a) / std::move(b); }  // integers truncate, as ONNX
+
+// float16/bfloat16 division by a literal (an exported GELU's x / sqrt(2)) is a product with the
+// float32 reciprocal: the quotient is rounded to 16 bits afterwards either way, and the product has
+// no division's slow-path branch, which keeps a fused epilogue's elements in one basic block.
+// float32 and float64 keep the exact quotient.
+std::vector<te::Tensor> build_div(OpContext& ctx) {
+  return {same_type_map(ctx, {ctx.input(0), ctx.input(1)}, kNumericTypes, [&](const std::vector<Expr>& v) {
+    const DType dtype = ctx.input(0).dtype();
+    const std::optional<double> c = as_const_float(v[1]);
+    if ((dtype == DType::Float16 || dtype == DType::BFloat16) && c && std::isfinite(*c) && *c != 0.0) {
+      return v[0] * make_const(v[0].type(), static_cast<double>(static_cast<float>(1.0 / *c)));
+    }
+    return v[0] / v[1];
+  })};
+}
 
 // Pow's exponent may have another type than its base; the result has the base's type. Integer
 // bases are computed in float64 (exact for the results an integer can hold) and converted back.
@@ -437,7 +451,7 @@ void register_elementwise_math(OpTable& table) {
   table.add(OpKind::Add, arithmetic<add>);
   table.add(OpKind::Sub, arithmetic<sub>);
   table.add(OpKind::Mul, arithmetic<mul>);
-  table.add(OpKind::Div, arithmetic<div>);
+  table.add(OpKind::Div, build_div);
   table.add(OpKind::Pow, build_pow);
   table.add(OpKind::Mod, build_mod);
   table.add(OpKind::Sum, variadic<Variadic::Sum>);

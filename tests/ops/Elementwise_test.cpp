@@ -205,5 +205,29 @@ TEST(Elementwise, OverridableInitializerIsNotALiteral) {
   EXPECT_NE(body.find("k()"), std::string::npos) << body;
 }
 
+// A 16-bit division by a literal is a product with the float32 reciprocal (no slow-path branch in a
+// fused epilogue); float32 keeps the exact quotient, and a divisor a caller passes stays a division.
+TEST(Elementwise, HalfDivisionByALiteralIsAProduct) {
+  NodeTestGraph g;
+  const int h = g.input("h", DType::Float16, {ir::Expr(2)});
+  const int f = g.input("f", DType::Float32, {ir::Expr(2)});
+  const int d = g.input("d", DType::Float16, {});
+  g.node("half_div", OpKind::Div, {h, g.constant("c16", test::tensor(DType::Float16, {}, {4}))});
+  g.node("float_div", OpKind::Div, {f, g.constant("c32", test::tensor(DType::Float32, {}, {4}))});
+  g.node("input_div", OpKind::Div, {h, d});
+  const ops::GraphTensors built = ops::build_graph_tensors(g.graph);
+  auto body = [&](int k) { return ir::to_string(built.tensors[g.graph.outputs[k]]->body); };
+  EXPECT_EQ(body(0).find(" / "), std::string::npos) << body(0);
+  EXPECT_NE(body(0).find("0.25"), std::string::npos) << body(0);
+  EXPECT_NE(body(1).find(" / 4"), std::string::npos) << body(1);
+  EXPECT_NE(body(2).find(" / "), std::string::npos) << body(2);
+  const auto out = run_graph_on_cpu(g.graph, {{"h", test::tensor(DType::Float16, {2}, {3, -10})},
+                                              {"f", test::tensor(DType::Float32, {2}, {3, -10})},
+                                              {"d", test::tensor(DType::Float16, {}, {4})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{0.75, -2.5}));
+  EXPECT_EQ(test::values_of(out[1]), (std::vector<double>{0.75, -2.5}));
+  EXPECT_EQ(test::values_of(out[2]), (std::vector<double>{0.75, -2.5}));
+}
+
 }  // namespace
 }  // namespace kiln
