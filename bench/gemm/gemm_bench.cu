@@ -112,6 +112,19 @@ struct GateUpEpilogue {  // y = gelu_tanh(acc0) * acc1
     out[(b * m + i) * n + j] = to_t(gelu_tanh(g) * u);
   }
 };
+// y = acc + res[i, j] (a residual: a load at the row's own index), as kiln generates it: called from
+// the accumulators (kReadsRows, the default) or, for the A/B of run_residual_timing, staged.
+template <bool kRows>
+struct ResidualEpilogue {
+  static constexpr int kNumB = 1;
+  static constexpr bool kAllPaths = false, kReadsRows = kRows, kLong = false;
+  T* out;
+  const T* res;
+  int64_t m, n;
+  __device__ void operator()(int64_t b, int64_t i, int64_t j, float acc) const {
+    out[(b * m + i) * n + j] = to_t(acc + static_cast<float>(__ldg(&res[(b * m + i) * n + j])));
+  }
+};
 enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
@@ -780,6 +793,55 @@ static void run_dual_timing(cublasHandle_t handle, Timer& timer) {
   }
 }
 
+// The ViT's proj and fc2 (M = 1576, N = 768, K = 768 / 3072, B [K, N]) with a residual epilogue,
+// on kiln's default tile: called from the accumulators (kReadsRows) vs staged through shared memory.
+// Each checked against the store epilogue's output plus the residual, then timed.
+static void run_residual_timing(Timer& timer) {
+  emit("\n### %s: residual epilogue, from the accumulators vs staged (wgmma<128,128,6,pingpong>)\n\n"
+       "| shape | epilogue | check | µs | TFLOP/s |\n|---|---|---|---|---|\n", kDtype);
+  for (int64_t k : {int64_t(768), int64_t(3072)}) {
+    Shape s{1576, 768, k};
+    s.b_k = false;
+    Operands o;
+    o.make(s, 1);
+    const int64_t total = s.m * s.n;
+    T *acc_out, *out, *res;
+    CHECK_CUDA(cudaMalloc(&acc_out, size_t(total) * sizeof(T)));
+    CHECK_CUDA(cudaMalloc(&out, size_t(total) * sizeof(T)));
+    CHECK_CUDA(cudaMalloc(&res, size_t(total) * sizeof(T)));
+    std::vector<T> res_host(static_cast<size_t>(total));
+    for (auto& v : res_host) v = float_to_t(float(std::rand()) / RAND_MAX * 2.0f - 1.0f);
+    CHECK_CUDA(cudaMemcpy(res, res_host.data(), res_host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CHECK_CUDA(run_path(kWgPP128x128, o.p, StoreEpilogue{acc_out, s.m, s.n}, nullptr, 0, 0));
+    std::vector<T> acc_host(static_cast<size_t>(total)), got(static_cast<size_t>(total));
+    CHECK_CUDA(cudaMemcpy(acc_host.data(), acc_out, acc_host.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    for (int variant = 0; variant < 2; ++variant) {
+      CHECK_CUDA(cudaMemset(out, 0xff, size_t(total) * sizeof(T)));
+      auto run = [&] {
+        return variant == 0 ? run_path(kWgPP128x128, o.p, ResidualEpilogue<true>{out, res, s.m, s.n}, nullptr, 0, 0)
+                            : run_path(kWgPP128x128, o.p, ResidualEpilogue<false>{out, res, s.m, s.n}, nullptr, 0, 0);
+      };
+      CHECK_CUDA(run());
+      CHECK_CUDA(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaMemcpy(got.data(), out, got.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      int64_t wrong = 0;  // the accumulator rounded to T once more than the fused sum: 2 ulps of slack
+      for (int64_t i = 0; i < total; ++i) {
+        const double want = double(t_to_float(acc_host[size_t(i)])) + t_to_float(res_host[size_t(i)]);
+        const double err = std::fabs(double(t_to_float(got[size_t(i)])) - want);
+        if (!(err <= 4.0 * (BENCH_BF16 ? 0x1p-8 : 0x1p-11) * std::fabs(want) + 1e-3)) ++wrong;
+      }
+      if (wrong) ++g_failures;
+      const double us = wrong ? 0.0 : timer.median_us([&] { CHECK_CUDA(run()); });
+      emit("| %s | %s | %s | %.1f | %.1f |\n", shape_str(s).c_str(), variant == 0 ? "from accumulators (kReadsRows)" : "staged",
+           wrong ? "FAIL" : "ok", us, us > 0 ? 2.0 * s.m * s.n * s.k / us * 1e-6 : 0.0);
+    }
+    CHECK_CUDA(cudaFree(acc_out));
+    CHECK_CUDA(cudaFree(out));
+    CHECK_CUDA(cudaFree(res));
+    o.release();
+  }
+}
+
 // ---- mode gemv: the small-M kernel alone ----
 static void run_gemv_checks() {
   emit("\n### %s: small-M correctness (fp64 CPU reference; all outputs written, sampled/all values within tolerance)\n\n", kDtype);
@@ -998,6 +1060,7 @@ int main(int argc, char** argv) {
     unsigned* sink;
     CHECK_CUDA(cudaMalloc(&sink, 4));
     if (g_wg_only) run_dual_timing(handle, timer);
+    if (g_wg_only) run_residual_timing(timer);
     run_timing(handle, timer, sink, sms);
     CHECK_CUBLAS(cublasDestroy(handle));
   }
