@@ -93,13 +93,16 @@ class BodyCost : public IRVisitor {
 // (fusion costs nothing). One read a few times is inlined too when its body, with what is
 // inlined into it, is small: recomputing a LayerNorm output in each of the GELU terms that read
 // it costs a few arithmetic instructions, keeping it costs a write and a read of every element
-// and a kernel boundary (the LayerNorm+GELU row kernel stays one kernel).
+// and a kernel boundary (the LayerNorm+GELU row kernel stays one kernel). Re-indexings a
+// contraction template reads through (`folded`) are always inlined: their index arithmetic
+// becomes the template operand's strides.
 constexpr int kMaxRecomputedReads = 4;
 constexpr int64_t kMaxRecomputedNodes = 48;
 
 std::vector<te::Tensor> choose_inlined(const std::vector<te::Tensor>& order,
                                        const std::unordered_set<const te::TensorNode*>& is_output,
-                                       const std::set<const te::TensorNode*>& keep) {
+                                       const std::set<const te::TensorNode*>& keep,
+                                       const std::set<const te::TensorNode*>& folded) {
   CountReads counts;
   for (const te::Tensor& t : order) counts.visit(t->body);
   std::vector<te::Tensor> inlined;
@@ -115,7 +118,7 @@ std::vector<te::Tensor> choose_inlined(const std::vector<te::Tensor>& order,
       if (it != inlined_nodes.end()) nodes += reads * (it->second - 1);
     }
     const int reads = counts.reads[node];
-    if (reads <= 1 || (reads <= kMaxRecomputedReads && nodes <= kMaxRecomputedNodes)) {
+    if (reads <= 1 || folded.count(node) || (reads <= kMaxRecomputedReads && nodes <= kMaxRecomputedNodes)) {
       inlined.push_back(t);
       inlined_nodes[node] = nodes;
     }
@@ -205,9 +208,10 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   }
 
   // 2. Choose what to inline.
-  const std::set<const te::TensorNode*> keep = keep_template_operands(order, schedule);
+  std::set<const te::TensorNode*> folded;
+  const std::set<const te::TensorNode*> keep = keep_template_operands(order, schedule, &folded);
   std::vector<te::Tensor> inlined;
-  if (options.inline_injective) inlined = choose_inlined(order, is_output, keep);
+  if (options.inline_injective) inlined = choose_inlined(order, is_output, keep, folded);
   std::unordered_set<const te::TensorNode*> inlined_set;
   for (const te::Tensor& t : inlined) inlined_set.insert(t.node().get());
 

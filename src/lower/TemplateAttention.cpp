@@ -340,9 +340,9 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
   }
 
   AttentionGroup g;
-  auto q = strided_operand(qk->c.a, qk->batch_vars, qk->m_var, qk->k_var, buffers);
-  auto k = strided_operand(qk->c.b, qk->batch_vars, qk->n_var, qk->k_var, buffers);
-  auto v = strided_operand(pv->c.b, pv->batch_vars, j, pv->n_var, buffers);
+  auto q = strided_operand(qk->c.a, qk->batch_vars, qk->batch_ext, qk->m_var, qk->m_ext, qk->k_var, qk->k_ext, buffers);
+  auto k = strided_operand(qk->c.b, qk->batch_vars, qk->batch_ext, qk->n_var, qk->n_ext, qk->k_var, qk->k_ext, buffers);
+  auto v = strided_operand(pv->c.b, pv->batch_vars, pv->batch_ext, j, pv->k_ext, pv->n_var, pv->n_ext, buffers);
   if (!q || !k || !v) return std::nullopt;
   const DType dtype = q->buffer->dtype;
   if (k->buffer->dtype != dtype || v->buffer->dtype != dtype) return std::nullopt;
@@ -350,7 +350,7 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
   if (l->mask) {
     g.mask = strided_operand(
         cast(Type(DType::Float32), TensorRead::make(l->mask->tensor, l->mask->indices)),
-        pv->batch_vars, pv->m_var, j, buffers);
+        pv->batch_vars, pv->batch_ext, pv->m_var, pv->m_ext, j, pv->k_ext, buffers);
     if (!g.mask || g.mask->buffer->dtype != dtype) return std::nullopt;
   }
   g.q = *q;

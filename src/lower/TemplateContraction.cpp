@@ -46,6 +46,11 @@ struct Roles {
     for (const auto* side : {&m_vars, &n_vars, &k_vars}) v.insert(v.end(), side->begin(), side->end());
     return v;
   }
+  std::vector<Expr> all_extents() const {
+    std::vector<Expr> e = batch_ext;
+    for (const auto* side : {&m_ext, &n_ext, &k_ext}) e.insert(e.end(), side->begin(), side->end());
+    return e;
+  }
 };
 
 Roles roles_of(const te::Tensor& t, const te::Contraction& c) {
@@ -117,7 +122,42 @@ class ReadsData : public IRVisitor {
   void visit(const Load*) override { found = true; }
 };
 
-std::optional<LinearForm> linear_form(const Expr& e, const std::vector<Expr>& axes) {
+std::optional<LinearForm> linear_form(const Expr& e, const std::vector<Expr>& axes, const std::vector<Expr>& extents = {});
+
+// x / d and x % d for a positive constant d, when x's form splits into a part whose coefficients
+// are multiples of d and a remainder part that stays within [0, d) over the axes' ranges (each
+// axis in [0, extent), extents known constants where the remainder needs them): a reshape's
+// unflattening of a flattened index, e.g. (i * 2304 + h * 64 + d) % 2304 = h * 64 + d for h < 12,
+// d < 64. nullopt otherwise.
+std::optional<LinearForm> divide_form(const LinearForm& x, int64_t d, bool remainder, const std::vector<Expr>& axes,
+                                      const std::vector<Expr>& extents) {
+  const std::optional<int64_t> constant = as_const_int(simplify(x.constant));
+  if (d <= 0 || !constant || *constant < 0) return std::nullopt;
+  LinearForm high, low;
+  high.constant = Expr(*constant / d);
+  low.constant = Expr(*constant % d);
+  int64_t low_max = *constant % d;
+  for (const auto& [v, c] : x.coefficient) {
+    const std::optional<int64_t> k = as_const_int(simplify(c));
+    if (!k || *k < 0) return std::nullopt;
+    if (*k % d == 0) {
+      if (*k != 0) high.coefficient[v] = Expr(*k / d);
+      continue;
+    }
+    std::optional<int64_t> extent;
+    for (size_t a = 0; a < axes.size() && a < extents.size(); ++a)
+      if (axes[a].get() == v) extent = as_const_int(simplify(extents[a]));
+    if (!extent || *extent <= 0) return std::nullopt;
+    low_max += *k * (*extent - 1);
+    if (low_max >= d) return std::nullopt;
+    low.coefficient[v] = Expr(*k);
+  }
+  return remainder ? low : high;
+}
+
+// `extents` (parallel to `axes`, optional): each axis ranges over [0, extent), which lets a division
+// or remainder of an axis expression by a constant be affine (divide_form).
+std::optional<LinearForm> linear_form(const Expr& e, const std::vector<Expr>& axes, const std::vector<Expr>& extents) {
   ReadsData data;
   data.visit(e);
   if (data.found) return std::nullopt;
@@ -141,20 +181,29 @@ std::optional<LinearForm> linear_form(const Expr& e, const std::vector<Expr>& ax
     return x;
   };
   if (const Add* add = e.as<Add>()) {
-    auto x = linear_form(add->a, axes), y = linear_form(add->b, axes);
+    auto x = linear_form(add->a, axes, extents), y = linear_form(add->b, axes, extents);
     if (!x || !y) return std::nullopt;
     return combine(*x, *y, false);
   }
   if (const Sub* sub = e.as<Sub>()) {
-    auto x = linear_form(sub->a, axes), y = linear_form(sub->b, axes);
+    auto x = linear_form(sub->a, axes, extents), y = linear_form(sub->b, axes, extents);
     if (!x || !y) return std::nullopt;
     return combine(*x, *y, true);
   }
   if (const Mul* mul = e.as<Mul>()) {
-    auto x = linear_form(mul->a, axes), y = linear_form(mul->b, axes);
+    auto x = linear_form(mul->a, axes, extents), y = linear_form(mul->b, axes, extents);
     if (!x || !y) return std::nullopt;
     if (x->coefficient.empty()) return scale(*y, x->constant);
     if (y->coefficient.empty()) return scale(*x, y->constant);
+  }
+  const Div* div = e.as<Div>();
+  const Mod* mod = e.as<Mod>();
+  if ((div || mod) && !extents.empty()) {
+    const Expr& a = div ? div->a : mod->a;
+    const std::optional<int64_t> d = as_const_int(simplify(div ? div->b : mod->b));
+    auto x = linear_form(a, axes, extents);
+    if (!x || !d) return std::nullopt;
+    return divide_form(*x, *d, mod != nullptr, axes, extents);
   }
   return std::nullopt;
 }
@@ -182,7 +231,7 @@ std::optional<ContractionOperand> operand_of(const Expr& factor, const Roles& r,
   auto it = buffers.find(read->tensor.get());
   if (it == buffers.end()) return std::nullopt;
   const Buffer& buffer = it->second;
-  const auto flat = linear_form(simplify(buffer.flat_index(read->indices)), r.all());
+  const auto flat = linear_form(simplify(buffer.flat_index(read->indices)), r.all(), r.all_extents());
   if (!flat) return std::nullopt;
   auto strides = [&](const std::vector<Expr>& vars) {
     std::vector<Expr> out;
@@ -456,7 +505,8 @@ class ReadsToValues : public IRMutator {
 
 }  // namespace
 
-std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule) {
+std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule,
+                                                       std::set<const te::TensorNode*>* folded) {
   std::set<const te::TensorNode*> keep;
   for (const te::Tensor& t : order) {
     const StageSchedule* s = schedule.find(t.name());
@@ -503,20 +553,24 @@ std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Ten
       size_t j = chain.size();
       while (j > 0 && !affine_through(j)) --j;
       if (j < chain.size()) keep.insert(chain[j].node().get());
+      if (folded)
+        for (size_t i = 0; i < j; ++i) folded->insert(chain[i].node().get());
     }
   }
   return keep;
 }
 
 std::optional<ContractionOperand> strided_operand(const Expr& factor, const std::vector<Expr>& batch_vars,
-                                                  const Expr& row_var, const Expr& col_var, const Buffers& buffers) {
+                                                  const std::vector<Expr>& batch_extents, const Expr& row_var,
+                                                  const Expr& row_extent, const Expr& col_var, const Expr& col_extent,
+                                                  const Buffers& buffers) {
   Roles r;
   r.batch_vars = batch_vars;
-  r.batch_ext.assign(batch_vars.size(), Expr(1));
+  r.batch_ext = batch_extents;
   r.m_vars = {row_var};
-  r.m_ext = {Expr(1)};
+  r.m_ext = {row_extent};
   r.k_vars = {col_var};
-  r.k_ext = {Expr(1)};
+  r.k_ext = {col_extent};
   return operand_of(factor, r, true, false, buffers);
 }
 

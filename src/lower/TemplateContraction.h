@@ -44,13 +44,19 @@ struct TemplateGroup {
 // The tensors whose inlining into a template candidate's factors would hide the buffer the
 // template must read (anything but a pure re-indexing, such as a Transpose or Reshape): they
 // stay stages. `order` is every tensor in topological order (before inlining).
-std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule);
+// `folded` (optional) receives the re-indexings that a template reads through (its operand's
+// address stays affine with them inlined): inlined whatever their size, since no code computes them.
+std::set<const te::TensorNode*> keep_template_operands(const std::vector<te::Tensor>& order, const Schedule& schedule,
+                                                       std::set<const te::TensorNode*>* folded = nullptr);
 
 // `factor` (a float16/bfloat16 tensor read widened to float32) as a strided operand whose element
-// (b, row, col) is read at (batch_vars = the digits of b, row_var = row, col_var = col): stride_mn
-// is the row's stride, stride_k the column's; nullopt when its address is not affine in them.
+// (b, row, col) is read at (batch_vars = the digits of b, row_var = row, col_var = col; each
+// variable ranging over [0, its extent)): stride_mn is the row's stride, stride_k the column's;
+// nullopt when its address is not affine in them.
 std::optional<ir::ContractionOperand> strided_operand(const ir::Expr& factor, const std::vector<ir::Expr>& batch_vars,
-                                                      const ir::Expr& row_var, const ir::Expr& col_var,
+                                                      const std::vector<ir::Expr>& batch_extents, const ir::Expr& row_var,
+                                                      const ir::Expr& row_extent, const ir::Expr& col_var,
+                                                      const ir::Expr& col_extent,
                                                       const std::map<const te::TensorNode*, ir::Buffer>& buffers);
 
 // Groups over `stages` (in order), given the function's outputs and every tensor's buffer

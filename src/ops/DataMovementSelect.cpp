@@ -211,10 +211,20 @@ std::vector<te::Tensor> gather(OpContext& ctx) {
   shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
   shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
   const int q = indices.ndim();
+  // A single known index (an exported qkv[0]) is a literal: the Gather is then a pure re-indexing
+  // that the contraction templates can read through.
+  const std::optional<Expr> literal = q == 0 ? ctx.known_scalar(indices) : std::nullopt;
   return {make_output(ctx, 0, shape, [&](const std::vector<Expr>& i) {
     std::vector<Expr> idx(i.begin() + axis, i.begin() + axis + q);
     std::vector<Expr> in(i.begin(), i.begin() + axis);
-    in.push_back(normalize_index(indices(idx), data.shape(axis)));
+    const std::optional<int64_t> extent = as_const_int(data.shape(axis));
+    if (literal && as_const_int(*literal) && extent) {
+      const int64_t k = *as_const_int(*literal), at = k < 0 ? k + *extent : k;
+      if (at < 0 || at >= *extent) ctx.fail("index {} is out of range for axis {} of extent {}", k, axis, *extent);
+      in.push_back(Expr(at));
+    } else {
+      in.push_back(normalize_index(indices(idx), data.shape(axis)));
+    }
     in.insert(in.end(), i.begin() + axis + q, i.end());
     return data(in);
   })};

@@ -75,6 +75,45 @@ TEST(TemplateAttention, ExportedAttentionIsOneFusedCallStoringTheTransposedLayou
   expect_same_results(g, attention_inputs(64), 1e-3);
 }
 
+// As PyTorch exports a ViT block's attention input: qkv = x W + b, reshaped to [B, S, 3, H, D],
+// permuted to [3, B, H, S, D] and split by Gather with constant indices 0, 1, 2. The fused call
+// reads q, k and v in place in the qkv GEMM's output (no Transpose or Gather kernels): the
+// Reshape's unflattening is affine over the axes' ranges, and the Gathers' indices are literals.
+TEST(TemplateAttention, ExportedQkvSplitIsReadInPlace) {
+  TestGraph t(17, false);
+  const int64_t heads = 2, d = 64, seq = 5;
+  const int x = t.input("x", DType::Float16, {Expr(3), Expr(seq), Expr(heads * d)});
+  const int w = t.input("w", DType::Float16, {Expr(heads * d), Expr(3 * heads * d)});
+  const int qkv = t.node("qkv", OpKind::MatMul, {x, w});
+  const int shape = t.ints("shape", {3, seq, 3, heads, d});
+  const int split = t.node("split", OpKind::Reshape, {qkv, shape});
+  const int moved = t.node("moved", OpKind::Transpose, {split}, {{"perm", test::ints_attr({2, 0, 3, 1, 4})}});
+  int qkv_parts[3];
+  for (int p = 0; p < 3; ++p) {
+    const int index = t.constant("index" + std::to_string(p), test::tensor(DType::Int64, {}, {double(p)}));
+    qkv_parts[p] = t.node("part" + std::to_string(p), OpKind::Gather, {moved, index}, {{"axis", test::int_attr(0)}});
+  }
+  const int kt = t.node("kt", OpKind::Transpose, {qkv_parts[1]}, {{"perm", test::ints_attr({0, 1, 3, 2})}});
+  const int scores = t.node("scores", OpKind::MatMul, {qkv_parts[0], kt});
+  const int probs = t.node("softmax", OpKind::Softmax, {scores}, {{"axis", test::int_attr(-1)}});
+  t.output(t.node("context", OpKind::MatMul, {probs, qkv_parts[2]}));
+  const auto gpu = codegen::lower_graph(t.graph, codegen::Target::Cuda, "qkv_split");
+  const auto found = attentions_in(gpu[0].func);
+  ASSERT_EQ(found.size(), 1u) << to_string(gpu[0].func.body);
+  EXPECT_EQ(templates_in(gpu[0].func).size(), 1u) << "the qkv GEMM";
+  EXPECT_EQ(gpu[0].func.stage_notes.size(), 2u) << "the GEMM and the attention, no copies:\n" << to_string(gpu[0].func.body);
+  const TemplateAttention* a = found[0];
+  EXPECT_EQ(a->q.buffer->name, a->v.buffer->name) << "q and v read the qkv buffer";
+  EXPECT_EQ(to_string(a->q.stride_mn), "384") << "a token's row of qkv";
+  EXPECT_EQ(to_string(a->k.offset), "128");
+  EXPECT_EQ(to_string(a->v.offset), "256");
+  EXPECT_EQ(to_string(a->q.batch_strides[1]), "64") << "a head's 64 columns";
+  expect_same_results(t.graph,
+                      {random_tensor(DType::Float16, {3, seq, heads * d}, 5),
+                       random_tensor(DType::Float16, {heads * d, 3 * heads * d}, 6)},
+                      1e-3);
+}
+
 TEST(TemplateAttention, HeadDimOtherThan64Or128RunsTheExactFallback) {
   const Graph g = exported_attention(40, false);
   const auto gpu = codegen::lower_graph(g, codegen::Target::Cuda, "attention40");
