@@ -112,8 +112,10 @@ struct GateUpEpilogue {  // y = gelu_tanh(acc0) * acc1
     out[(b * m + i) * n + j] = to_t(gelu_tanh(g) * u);
   }
 };
-// y = acc + res[i, j] (a residual: a load at the row's own index), as kiln generates it: called from
-// the accumulators (kReadsRows, the default) or, for the A/B of run_residual_timing, staged.
+// y = acc + res[i, j] (a residual: a load at the row's own index), for the A/B of
+// run_residual_timing: kReadsRows without prefetch() (called from the accumulators), staged
+// without it (kRows false), and as kiln generates it (kReadsRows with prefetch(): staged, each
+// chunk's loads prefetched first).
 template <bool kRows>
 struct ResidualEpilogue {
   static constexpr int kNumB = 1;
@@ -124,6 +126,9 @@ struct ResidualEpilogue {
   __device__ void operator()(int64_t b, int64_t i, int64_t j, float acc) const {
     out[(b * m + i) * n + j] = to_t(acc + static_cast<float>(__ldg(&res[(b * m + i) * n + j])));
   }
+};
+struct ResidualPrefetchEpilogue : ResidualEpilogue<true> {
+  __device__ void prefetch(int64_t b, int64_t i, int64_t j) const { kg::prefetch_l1(&res[(b * m + i) * n + j]); }
 };
 enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
@@ -797,7 +802,7 @@ static void run_dual_timing(cublasHandle_t handle, Timer& timer) {
 // on kiln's default tile: called from the accumulators (kReadsRows) vs staged through shared memory.
 // Each checked against the store epilogue's output plus the residual, then timed.
 static void run_residual_timing(Timer& timer) {
-  emit("\n### %s: residual epilogue, from the accumulators vs staged (wgmma<128,128,6,pingpong>)\n\n"
+  emit("\n### %s: residual epilogue, from the accumulators vs staged vs staged + prefetch (wgmma<128,128,6,pingpong>)\n\n"
        "| shape | epilogue | check | µs | TFLOP/s |\n|---|---|---|---|---|\n", kDtype);
   for (int64_t k : {int64_t(768), int64_t(3072)}) {
     Shape s{1576, 768, k};
@@ -815,11 +820,14 @@ static void run_residual_timing(Timer& timer) {
     CHECK_CUDA(run_path(kWgPP128x128, o.p, StoreEpilogue{acc_out, s.m, s.n}, nullptr, 0, 0));
     std::vector<T> acc_host(static_cast<size_t>(total)), got(static_cast<size_t>(total));
     CHECK_CUDA(cudaMemcpy(acc_host.data(), acc_out, acc_host.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    for (int variant = 0; variant < 2; ++variant) {
+    for (int variant = 0; variant < 3; ++variant) {
       CHECK_CUDA(cudaMemset(out, 0xff, size_t(total) * sizeof(T)));
       auto run = [&] {
-        return variant == 0 ? run_path(kWgPP128x128, o.p, ResidualEpilogue<true>{out, res, s.m, s.n}, nullptr, 0, 0)
-                            : run_path(kWgPP128x128, o.p, ResidualEpilogue<false>{out, res, s.m, s.n}, nullptr, 0, 0);
+        ResidualPrefetchEpilogue with_prefetch;
+        with_prefetch.out = out, with_prefetch.res = res, with_prefetch.m = s.m, with_prefetch.n = s.n;
+        return variant == 0   ? run_path(kWgPP128x128, o.p, ResidualEpilogue<true>{out, res, s.m, s.n}, nullptr, 0, 0)
+               : variant == 1 ? run_path(kWgPP128x128, o.p, ResidualEpilogue<false>{out, res, s.m, s.n}, nullptr, 0, 0)
+                              : run_path(kWgPP128x128, o.p, with_prefetch, nullptr, 0, 0);
       };
       CHECK_CUDA(run());
       CHECK_CUDA(cudaDeviceSynchronize());
@@ -832,7 +840,8 @@ static void run_residual_timing(Timer& timer) {
       }
       if (wrong) ++g_failures;
       const double us = wrong ? 0.0 : timer.median_us([&] { CHECK_CUDA(run()); });
-      emit("| %s | %s | %s | %.1f | %.1f |\n", shape_str(s).c_str(), variant == 0 ? "from accumulators (kReadsRows)" : "staged",
+      emit("| %s | %s | %s | %.1f | %.1f |\n", shape_str(s).c_str(),
+           variant == 0 ? "from accumulators (kReadsRows)" : variant == 1 ? "staged" : "staged, prefetched (kiln's)",
            wrong ? "FAIL" : "ok", us, us > 0 ? 2.0 * s.m * s.n * s.k / us * 1e-6 : 0.0);
     }
     CHECK_CUDA(cudaFree(acc_out));

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include <type_traits>
+#include <utility>
 
 namespace kiln::gemm {
 
@@ -75,5 +76,15 @@ template <typename E, typename = void>
 struct EpilogueIsLong : std::false_type {};
 template <typename E>
 struct EpilogueIsLong<E, std::void_t<decltype(E::kLong)>> : std::bool_constant<E::kLong> {};
+//   prefetch(b, m, n): issues, as L1 prefetches, the per-row loads the call at (b, m, n) will make
+//     (generated for kReadsRows functors whose load addresses depend on b, m, n and sizes only), so
+//     that a kernel can put every load of a group of elements in flight before calling it.
+template <typename E, typename = void>
+struct EpilogueHasPrefetch : std::false_type {};
+template <typename E>
+struct EpilogueHasPrefetch<E, std::void_t<decltype(std::declval<const E&>().prefetch(int64_t(0), int64_t(0), int64_t(0)))>>
+    : std::true_type {};
+
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 
 }  // namespace kiln::gemm

@@ -258,7 +258,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       }
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * BN;
       constexpr int R = L::kRows;
-      if (EpilogueReadsRows<Epilogue>::value && m0 + R <= args.m && n0 + BN <= args.n) {
+      constexpr bool kPrefetch = EpilogueHasPrefetch<Epilogue>::value;
+      if (EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + BN <= args.n) {
         // A functor that loads at the row's own index (a residual), on a whole tile: straight
         // from the accumulators, every element unrolled and unchecked (one basic block), so that
         // all of its loads are in flight at once. Edge tiles take the buffer below.
@@ -282,7 +283,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         continue;
       }
       // Any other functor: kEpiCols columns at a time through this warpgroup's buffer, walked
-      // row-major (consecutive threads, consecutive columns: coalesced stores). A long functor
+      // row-major (consecutive threads, consecutive columns: coalesced stores and loads); a per-row
+      // reader with prefetch() has each chunk's loads prefetched before its calls. A long functor
       // runs in a rolled loop over the column chunks, so that its code exists once per element
       // of a chunk rather than once per accumulator (straight-line code for every accumulator
       // overflows the instruction cache); after each chunk the accumulators shift down by one
@@ -317,6 +319,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         };
         if (rows_in && n0 + (chunk + 1) * CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
+          if constexpr (kPrefetch) {  // every per-row load of the chunk in flight before the first call
+#pragma unroll
+            for (int t = 0; t < R * CN / 128; ++t) {
+              const int idx = tid + 128 * t;
+              epilogue.prefetch(b, m0 + idx / CN, n0 + chunk * CN + idx % CN);
+            }
+          }
 #pragma unroll
           for (int t = 0; t < R * CN / 128; ++t) element(t);
         } else {

@@ -309,11 +309,15 @@ class EpilogueShape : public IRVisitor {
  public:
   EpilogueShape(Expr row, Expr batch) : per_row_{std::move(row), std::move(batch)} {}
   bool reads_rows = false, is_long = false;
+  std::vector<const Load*> row_loads;  // the loads at a per-row index
   using IRVisitor::visit;
 
  protected:
   void visit(const Load* op) override {
-    if (per_row(op->index)) reads_rows = true;
+    if (per_row(op->index)) {
+      reads_rows = true;
+      row_loads.push_back(op);
+    }
     IRVisitor::visit(op);
   }
   void visit(const LetStmt* op) override {
@@ -369,9 +373,35 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
   open_block("__device__ __forceinline__ void operator()(" + params + ") const");
   read_only_loads_ = epilogue_read_only(buffers, op->epilogue);
   stmt(op->epilogue);
-  read_only_loads_.clear();
   close_block();
+  print_epilogue_prefetch(f, op, shape.row_loads);
+  read_only_loads_.clear();
   close_block(";");
+}
+
+// prefetch(b, m, n) of an epilogue functor (gemm_problem.cuh: EpilogueHasPrefetch): an L1 prefetch
+// of each per-row load of a read-only, unpacked buffer whose address depends on b, m, n and the
+// sizes only (not on a let of the body). Printed only when every per-row load qualifies, so that a
+// kernel that prefetches leaves no load of the call behind.
+void CudaPrinter::print_epilogue_prefetch(const FunctionLayout& f, const TemplateContraction* op,
+                                          const std::vector<const ir::Load*>& row_loads) {
+  if (row_loads.empty()) return;
+  std::set<const ExprNode*> allowed = {op->batch_var.get(), op->m_var.get(), op->n_var.get()};
+  for (const Expr& sym : f.symbols) allowed.insert(sym.get());
+  for (const Load* load : row_loads) {
+    if (!read_only_loads_.count(load->buffer.get()) || is_packed_global(load->buffer) || !load->index.type().is_scalar()) return;
+    for (const ExprNode* v : variables_in(load->index))
+      if (!allowed.count(v)) return;
+  }
+  const std::string unused = "[[maybe_unused]] ";
+  open_block("__device__ __forceinline__ void prefetch(" + unused + "int64_t " + var_name(op->batch_var) + ", " + unused + "int64_t " +
+             var_name(op->m_var) + ", " + unused + "int64_t " + var_name(op->n_var) + ") const");
+  std::set<std::string> printed;
+  for (const Load* load : row_loads) {
+    const std::string address = buffer_name(load->buffer) + "[" + expr(load->index) + "]";
+    if (printed.insert(address).second) line() << "kiln::gemm::prefetch_l1(&" << address << ");\n";
+  }
+  close_block();
 }
 
 // Fills a kiln::gemm::Problem from the bound buffers and symbols and calls the template the

@@ -27,6 +27,8 @@ class CudaPrinter : public CodePrinter {
  private:
   std::string epilogue_name(const FunctionLayout& f, size_t stage);
   void print_epilogue(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
+  void print_epilogue_prefetch(const FunctionLayout& f, const ir::TemplateContraction* op,
+                               const std::vector<const ir::Load*>& row_loads);
   void print_template_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_w4_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op);
   void print_conv_call(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op, const std::string& element);

@@ -93,7 +93,7 @@ TEST(GemmTemplate, EpilogueReadsOnlyInputsThroughLdg) {
 }
 
 // Each functor tells the Hopper kernel how to call it (gemm_problem.cuh): the down projection's,
-// which reads the residual at its row, straight from the accumulators; the gate*up product's,
+// which reads the residual at its row, with a prefetch() of that load; the gate*up product's,
 // with a tanh and no per-row read, through shared memory from a rolled loop; a bias-only one
 // through shared memory, unrolled.
 TEST(GemmTemplate, EpilogueSaysWhetherItReadsRowsAndIsLong) {
@@ -114,6 +114,9 @@ TEST(GemmTemplate, EpilogueSaysWhetherItReadsRowsAndIsLong) {
   EXPECT_NE(functor("kNumB = 2").find("kReadsRows = false, kLong = true;"), std::string::npos) << functor("kNumB = 2");
   const std::string down = functor("kNumB = 1");  // the MLP's down projection comes first
   EXPECT_NE(down.find("kReadsRows = true, kLong = false;"), std::string::npos) << down;
+  EXPECT_NE(down.find("void prefetch("), std::string::npos) << "the residual's loads, prefetched per chunk:\n" << down;
+  EXPECT_NE(down.find("kiln::gemm::prefetch_l1(&x["), std::string::npos) << down;
+  EXPECT_EQ(functor("kNumB = 2").find("prefetch"), std::string::npos) << "no per-row loads to prefetch";
   const std::string biased = functor("struct bias_");
   EXPECT_NE(biased.find("kReadsRows = false, kLong = false;"), std::string::npos) << biased;
 }
