@@ -8,7 +8,8 @@
 #   4. ncu of one conv kernel on the 128->128 layer, if NCU=1 and time is left.
 # Here:  bash bench/gemm/conv_device_run.sh --prepare BUILD_DIR /work/main/.carry/NAME
 #        (kiln of BUILD_DIR and its libraries, a tar of this checkout's bench/ and kernels/, this script)
-# There: run tool, carry [".carry/NAME"], command `KILN_COMMIT=<sha> bash .carry/NAME/run.sh`;
+# There: run tool, carry [".carry/NAME"], command `KILN_COMMIT=<sha> bash .carry/NAME/run.sh`
+#        (KILN_COMPILE_FLAGS=--conv-wgmma: the generated code of steps 1 and 3 tries the Hopper kernel);
 #        results under $OUT (device.txt, edge_conv.txt, conv_bench.md, cnn_log.txt, res/, ncu_128_128.txt).
 set -uo pipefail
 if [ "${1:-}" = --prepare ]; then

@@ -415,9 +415,9 @@ cudaError_t conv_patch(const Problem& p, const ConvShape& s, const Epilogue& epi
 }
 
 // What generated code calls (kiln_gemm.cuh's conv): the Hopper kernel (conv_wgmma.cuh) where it
-// runs (sm_90a build on an sm_90 device, stride 1, C and the width multiples of 8, a workspace of
-// conv_wgmma_workspace_bytes for the repacked weight), else the patch kernel where it applies,
-// else the gather kernel of conv_implicit_gemm.cuh with the lowering's tile.
+// runs (sm_90a build on an sm_90 device, stride 1, C a multiple of 8, a workspace of
+// conv_wgmma_workspace_bytes for the repacked weight and the NHWC image), else the patch kernel
+// where it applies, else the gather kernel of conv_implicit_gemm.cuh with the lowering's tile.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t conv_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace,
                       int64_t workspace_bytes, cudaStream_t stream) {

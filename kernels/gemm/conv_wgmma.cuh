@@ -8,15 +8,20 @@
 //     A tile = W'[m0 .. m0 + BM, tap, c0 .. c0 + 64]  from the weight repacked per call into the
 //              caller's workspace as W'[OC][KH*KW][C] (a small kernel on the same stream): a 3-D
 //              tensor map (C, taps, OC), box 64 c x 1 tap x BM oc, k-contiguous, 128-byte swizzle;
-//     B tile = BN/64 boxes of the 4-D tensor map of the image (W, H, C, N), each 64 w x 1 h x
-//              64 c x 1 image at (ow0 - pad_w + kw * dil_w, oh - pad_h + kh * dil_h, c0, image):
-//              in shared memory [64 c][64 w], 128-byte swizzled, the N-major B layout that wgmma
-//              reads through the descriptor's transpose bit (gemm_wgmma.cuh's boxes of 64 n x 64 k).
+//     B tile = BN/64 boxes of the 4-D tensor map of the image copied per call into the workspace
+//              as NHWC (dims C, W, H, N), each 64 c x 64 w x 1 h x 1 image at (c0, ow0 - pad_w +
+//              kw * dil_w, oh - pad_h + kh * dil_h, image): in shared memory [64 w][64 c], 128-byte
+//              swizzled, the K-major B layout (gemm_wgmma.cuh's box of 64 k x BN rows).
 //   TMA zero-fills every coordinate outside the tensor, negative ones included: that is the
 //   padding (and channels past C, in both A and B, so C needs only be a multiple of 8).
+//   Why NHWC: a tiled TMA load needs its innermost coordinate 16-byte aligned. Boxes of the NCHW
+//   image itself (innermost w) would start at w = ow0 - pad_w + kw * dil_w, at odd elements for
+//   most taps: that version (commit 010b71b) stopped with cudaErrorIllegalInstruction on an H200.
+//   With channels innermost the innermost coordinate is c0, a multiple of 64.
 //
 // A tile of BN pixels is R output rows x CW chunks of 64 columns of one image (R * CW = BN / 64,
-// CW = the chunks one output row needs, at most BN / 64): a 56-wide row wastes 8 of 64 columns.
+// CW = the power of two of chunks that covers an output row, at most BN / 64): a 56-wide row
+// wastes 8 of 64 columns.
 // Pixels past the output row or the image are computed from whatever TMA reads and not stored.
 //
 // Schedule (WgmmaConfig<BM, BN, STAGES, PINGPONG> of gemm_wgmma.cuh): a persistent grid walks the
@@ -31,9 +36,10 @@
 // functor's code exists a few times, not once per accumulator.
 //
 // Taken by conv_auto (conv_patch.cuh) when conv_wgmma_supported holds (below: an sm_90a build with
-// KILN_GEMM_SM90A on an sm_90 device, stride 1, C and the input width multiples of 8, 16-byte
-// aligned image, and a workspace of conv_wgmma_workspace_bytes); otherwise the patch or the gather
-// kernel runs. KILN_CONV_WGMMA=0 at compile time switches this kernel off.
+// KILN_GEMM_SM90A on an sm_90 device, stride 1, C a multiple of 8, and a workspace of
+// conv_wgmma_workspace_bytes); otherwise the patch or the gather kernel runs. Generated code
+// passes the workspace only where the schedule enables this kernel (ir::GemmTemplate::conv_wgmma,
+// off by default: this NHWC version has not yet run on a GPU).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -46,15 +52,16 @@
 #include "gemm_sm90_ptx.cuh"
 #include "gemm_wgmma.cuh"
 
-#ifndef KILN_CONV_WGMMA
-#define KILN_CONV_WGMMA 1
-#endif
-
 namespace kiln::gemm {
 
-// The workspace conv_wgmma needs for the repacked weight: OC * C * KH * KW 16-bit elements.
-__host__ __device__ inline int64_t conv_wgmma_workspace_bytes(int64_t out_channels, int64_t k) {
-  return out_channels * k * 2;
+// The workspace conv_wgmma needs: the repacked weight (OC * C * KH * KW 16-bit elements), then
+// the NHWC copy of the image (images * C * H * W). `image_elements` = images * C * H * W.
+__host__ __device__ inline int64_t conv_wgmma_workspace_bytes(int64_t out_channels, int64_t k, int64_t image_elements) {
+  return (out_channels * k + image_elements) * 2;
+}
+inline int64_t conv_wgmma_workspace_bytes(const Problem& p, const ConvShape& s) {
+  const int64_t out_plane = s.out_height * s.out_width, images = out_plane > 0 ? p.n / out_plane : 0;
+  return conv_wgmma_workspace_bytes(p.m, p.k, images * s.channels * s.height * s.width);
 }
 
 // Whether the Hopper convolution can run `s` as `p` (shapes, pointers and workspace; not the
@@ -64,13 +71,13 @@ inline bool conv_wgmma_supported(const Problem& p, const ConvShape& s, const voi
   if (p.batch() != 1 || p.num_b != 1 || p.m <= 0 || p.n <= 0 || khw <= 0 || s.channels <= 0) return false;
   if (p.k != s.channels * khw || s.out_height <= 0 || s.out_width <= 0 || p.n % (s.out_height * s.out_width) != 0) return false;
   if (s.stride_h != 1 || s.stride_w != 1 || s.dilation_h < 1 || s.dilation_w < 1) return false;
-  if (s.channels % 8 != 0 || s.width % 8 != 0 || s.height <= 0 || reinterpret_cast<uintptr_t>(s.x) % 16 != 0) return false;
+  if (s.channels % 8 != 0 || s.width <= 0 || s.height <= 0) return false;
   if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0 ||
-      workspace_bytes < conv_wgmma_workspace_bytes(p.m, p.k))
+      workspace_bytes < conv_wgmma_workspace_bytes(p, s))
     return false;
-  // TMA coordinates and the kernel's tile indices are 32-bit.
+  // TMA coordinates and the kernel's tile indices are 32-bit; the NHWC copy's grid has an image per z.
   const int64_t images = p.n / (s.out_height * s.out_width), big = int64_t(1) << 30;
-  if (s.width >= big || s.height >= big || s.channels >= big || images >= big || khw >= big || p.m >= big) return false;
+  if (s.width >= big || s.height >= big || s.channels >= big || images > 65535 || khw >= big || p.m >= big) return false;
   if (s.out_width >= big || s.out_height >= big || s.pad_h > (1 << 20) || s.pad_w > (1 << 20) || s.pad_h < -(1 << 20) ||
       s.pad_w < -(1 << 20) || int64_t(s.kernel_h) * s.dilation_h > (1 << 20) || int64_t(s.kernel_w) * s.dilation_w > (1 << 20))
     return false;
@@ -171,7 +178,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
           for (int j = 0; j < NC; ++j) {
             const int r = j / args.chunks, c = j - r * args.chunks;
-            tma_load_4d(st + L::kABytes + 8192u * j, &tma_x, full(stage), iw + 64 * c, ih + r, 64 * cb, image);
+            tma_load_4d(st + L::kABytes + 8192u * j, &tma_x, full(stage), 64 * cb, iw + 64 * c, ih + r, image);
           }
           if (++cb == args.channel_blocks) cb = 0, ++tap;
           if (++stage == S) stage = 0, phase ^= 1u;
@@ -213,8 +220,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
           for (int mi = 0; mi < MI; ++mi) {
             const uint64_t da = smem_desc(st + 8192u * uint32_t(row0 + mi) + 32u * kk, 16, 1024);
-            const uint64_t db = smem_desc(st + L::kABytes + 2048u * kk, 8192, 1024);
-            wgmma<BN, 0, 1, T>(acc[mi], da, db, (ks > 0 || kk > 0) ? 1 : 0);
+            const uint64_t db = smem_desc(st + L::kABytes + 32u * kk, 16, 1024);
+            wgmma<BN, 0, 0, T>(acc[mi], da, db, (ks > 0 || kk > 0) ? 1 : 0);
           }
         }
         wgmma_commit();
@@ -278,6 +285,28 @@ __global__ void conv_wgmma_repack_kernel(const T* __restrict__ a, int64_t stride
   }
 }
 
+// x[image][c][h*w] -> out[image][h*w][c] (NCHW -> NHWC), through 64 x 64 shared tiles: reads
+// coalesced along the pixels, writes along the channels.
+template <typename T>
+__global__ void conv_wgmma_nhwc_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t channels, int64_t plane) {
+  __shared__ T tile[64][65];
+  const int64_t image = blockIdx.z, c0 = int64_t(blockIdx.y) * 64;
+  const T* src = x + image * channels * plane;
+  T* dst = out + image * channels * plane;
+  for (int64_t p0 = int64_t(blockIdx.x) * 64; p0 < plane; p0 += int64_t(gridDim.x) * 64) {
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+      const int r = i / 64, col = i % 64;  // r: channel, col: pixel
+      if (c0 + r < channels && p0 + col < plane) tile[r][col] = src[(c0 + r) * plane + p0 + col];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+      const int r = i / 64, col = i % 64;  // r: pixel, col: channel
+      if (p0 + r < plane && c0 + col < channels) dst[(p0 + r) * channels + c0 + col] = tile[col][r];
+    }
+    __syncthreads();
+  }
+}
+
 // A tiled tensor map of rank 3 or 4, 128-byte swizzle, reusing one of the last few this thread
 // encoded (generated code calls the same shapes on the same buffers every inference).
 struct ConvTensorMapKey {
@@ -332,8 +361,8 @@ inline thread_local int64_t conv_wgmma_launches = 0;
 
 namespace kiln::gemm {
 
-// Whether this build has the Hopper convolution (the Hopper GEMM's build, and not switched off).
-constexpr bool kConvWgmmaBuilt = kWgmmaBuilt && KILN_CONV_WGMMA != 0;
+// Whether this build has the Hopper convolution (the Hopper GEMM's build).
+constexpr bool kConvWgmmaBuilt = kWgmmaBuilt;
 
 // The Hopper convolution with tiles `Config` (a WgmmaConfig) for `s` as `p`, the weight repacked
 // into `workspace`; cudaErrorNotSupported (nothing launched) where it cannot run: another device
@@ -360,13 +389,15 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     kw.dims[0] = uint64_t(s.channels), kw.dims[1] = uint64_t(taps), kw.dims[2] = uint64_t(p.m), kw.dims[3] = 1;
     kw.strides[0] = uint64_t(s.channels * 2), kw.strides[1] = uint64_t(s.channels * taps * 2);
     kw.box[0] = 64, kw.box[1] = 1, kw.box[2] = uint32_t(Config::BM), kw.box[3] = 1;
-    // The image as (W, H, C, N) (box 64 x 1 x 64 x 1): each box lands as [64 c][64 w].
+    // The image's NHWC copy, after the weight, as (C, W, H, N) (box 64 x 64 x 1 x 1): each box
+    // lands as [64 w][64 c].
+    T* const x_nhwc = static_cast<T*>(workspace) + p.m * p.k;
     detail::ConvTensorMapKey kx{};
-    kx.data = s.x, kx.rank = 4, kx.bf16 = bf16;
-    kx.dims[0] = uint64_t(s.width), kx.dims[1] = uint64_t(s.height), kx.dims[2] = uint64_t(s.channels), kx.dims[3] = uint64_t(images);
-    kx.strides[0] = uint64_t(s.width * 2), kx.strides[1] = uint64_t(s.height * s.width * 2),
+    kx.data = x_nhwc, kx.rank = 4, kx.bf16 = bf16;
+    kx.dims[0] = uint64_t(s.channels), kx.dims[1] = uint64_t(s.width), kx.dims[2] = uint64_t(s.height), kx.dims[3] = uint64_t(images);
+    kx.strides[0] = uint64_t(s.channels * 2), kx.strides[1] = uint64_t(s.width * s.channels * 2),
     kx.strides[2] = uint64_t(s.channels * s.height * s.width * 2);
-    kx.box[0] = 64, kx.box[1] = 1, kx.box[2] = 64, kx.box[3] = 1;
+    kx.box[0] = 64, kx.box[1] = 64, kx.box[2] = 1, kx.box[3] = 1;
     for (uint64_t st : kx.strides)
       if (st >= (uint64_t(1) << 40)) return cudaErrorNotSupported;
     if (!detail::encode_conv_tensor_map(kw, mw) || !detail::encode_conv_tensor_map(kx, mx)) return cudaErrorNotSupported;
@@ -387,6 +418,12 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     detail::conv_wgmma_repack_kernel<T><<<unsigned(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
         static_cast<const T*>(p.a.data), p.a.stride_mn, p.a.stride_k, static_cast<T*>(workspace), p.m, s.channels, taps);
     cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const int64_t plane = s.height * s.width, pixel_blocks = (plane + 63) / 64;
+    detail::conv_wgmma_nhwc_kernel<T><<<dim3(unsigned(pixel_blocks < 1024 ? pixel_blocks : 1024), unsigned((s.channels + 63) / 64),
+                                          unsigned(images)),
+                                     256, 0, stream>>>(static_cast<const T*>(s.x), x_nhwc, s.channels, plane);
+    e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     using L = detail::ConvWgmmaLayout<Config>;
     auto kernel = detail::conv_wgmma_kernel<T, Config, Epilogue>;

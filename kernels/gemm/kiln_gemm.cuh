@@ -86,7 +86,8 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
 }
 
 // A 1-D/2-D convolution over an NCHW image as an implicit GEMM on tensor cores (conv_wgmma.cuh
-// where it runs, given a workspace of conv_wgmma_workspace_bytes(m, k) for the repacked weight;
+// where it runs, given a workspace of conv_wgmma_workspace_bytes(problem, shape) for the repacked
+// weight and the NHWC image;
 // else conv_patch.cuh where it applies, else conv_implicit_gemm.cuh): m = output channels,
 // n = output pixels, k = C * KH * KW.
 template <typename T, typename Config, typename Epilogue>
