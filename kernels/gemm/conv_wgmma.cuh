@@ -35,9 +35,9 @@
 // consecutive pixels of one channel (an NCHW output row is contiguous in n), and the generated
 // functor's code exists a few times, not once per accumulator.
 //
-// Taken by conv_auto (conv_patch.cuh) when conv_wgmma_supported holds (below: an sm_90a build with
-// KILN_GEMM_SM90A on an sm_90 device, stride 1, C a multiple of 8, and a workspace of
-// conv_wgmma_workspace_bytes); otherwise the patch or the gather kernel runs. Generated code
+// Taken by conv_auto (conv_patch.cuh) on an sm_90 device in an sm_90a build (KILN_GEMM_SM90A) when
+// plan_conv_wgmma (conv_wgmma_plan.h) accepts the shape: stride 1, C a multiple of 8, a workspace
+// of conv_wgmma_workspace_bytes; otherwise the patch or the gather kernel runs. Generated code
 // passes the workspace only where the schedule enables this kernel (ir::GemmTemplate::conv_wgmma,
 // off by default: this NHWC version has not yet run on a GPU).
 #include <cuda.h>
@@ -47,6 +47,7 @@
 #include <type_traits>
 
 #include "conv_implicit_gemm.cuh"
+#include "conv_wgmma_plan.h"
 #include "gemm_problem.cuh"
 #include "gemm_ptx.cuh"
 #include "gemm_sm90_ptx.cuh"
@@ -54,34 +55,20 @@
 
 namespace kiln::gemm {
 
-// The workspace conv_wgmma needs: the repacked weight (OC * C * KH * KW 16-bit elements), then
-// the NHWC copy of the image (images * C * H * W). `image_elements` = images * C * H * W.
-__host__ __device__ inline int64_t conv_wgmma_workspace_bytes(int64_t out_channels, int64_t k, int64_t image_elements) {
-  return (out_channels * k + image_elements) * 2;
+// The window of `s` as the plan's shape (conv_wgmma_plan.h).
+inline ConvWgmmaShape conv_wgmma_shape(const Problem& p, const ConvShape& s) {
+  ConvWgmmaShape c;
+  c.m = p.m, c.n = p.n, c.k = p.k;
+  c.channels = s.channels, c.height = s.height, c.width = s.width, c.out_height = s.out_height, c.out_width = s.out_width;
+  c.kernel_h = s.kernel_h, c.kernel_w = s.kernel_w, c.stride_h = s.stride_h, c.stride_w = s.stride_w;
+  c.dilation_h = s.dilation_h, c.dilation_w = s.dilation_w, c.pad_h = s.pad_h, c.pad_w = s.pad_w;
+  return c;
 }
+
+// The workspace conv_wgmma needs for `s` as `p`: the repacked weight, then the NHWC image.
 inline int64_t conv_wgmma_workspace_bytes(const Problem& p, const ConvShape& s) {
   const int64_t out_plane = s.out_height * s.out_width, images = out_plane > 0 ? p.n / out_plane : 0;
   return conv_wgmma_workspace_bytes(p.m, p.k, images * s.channels * s.height * s.width);
-}
-
-// Whether the Hopper convolution can run `s` as `p` (shapes, pointers and workspace; not the
-// device or the build, see conv_wgmma). A host function, so that tests can check the rule.
-inline bool conv_wgmma_supported(const Problem& p, const ConvShape& s, const void* workspace, int64_t workspace_bytes) {
-  const int64_t khw = int64_t(s.kernel_h) * s.kernel_w;
-  if (p.batch() != 1 || p.num_b != 1 || p.m <= 0 || p.n <= 0 || khw <= 0 || s.channels <= 0) return false;
-  if (p.k != s.channels * khw || s.out_height <= 0 || s.out_width <= 0 || p.n % (s.out_height * s.out_width) != 0) return false;
-  if (s.stride_h != 1 || s.stride_w != 1 || s.dilation_h < 1 || s.dilation_w < 1) return false;
-  if (s.channels % 8 != 0 || s.width <= 0 || s.height <= 0) return false;
-  if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0 ||
-      workspace_bytes < conv_wgmma_workspace_bytes(p, s))
-    return false;
-  // TMA coordinates and the kernel's tile indices are 32-bit; the NHWC copy's grid has an image per z.
-  const int64_t images = p.n / (s.out_height * s.out_width), big = int64_t(1) << 30;
-  if (s.width >= big || s.height >= big || s.channels >= big || images > 65535 || khw >= big || p.m >= big) return false;
-  if (s.out_width >= big || s.out_height >= big || s.pad_h > (1 << 20) || s.pad_w > (1 << 20) || s.pad_h < -(1 << 20) ||
-      s.pad_w < -(1 << 20) || int64_t(s.kernel_h) * s.dilation_h > (1 << 20) || int64_t(s.kernel_w) * s.dilation_w > (1 << 20))
-    return false;
-  return true;
 }
 
 }  // namespace kiln::gemm
@@ -343,17 +330,6 @@ inline bool encode_conv_tensor_map(const ConvTensorMapKey& key, CUtensorMap& out
   return true;
 }
 
-// The pixel tiling of BN-pixel tiles: CW 64-column chunks (the power of two that covers one output
-// row, at most BN / 64) by R = BN / 64 / CW rows.
-inline void conv_wgmma_tiling(int64_t out_h, int64_t out_w, int bn, int& rows, int& chunks, int64_t& row_tiles,
-                              int64_t& col_tiles) {
-  chunks = 1;
-  while (chunks < bn / 64 && 64 * chunks < out_w) chunks *= 2;
-  rows = bn / 64 / chunks;
-  row_tiles = (out_h + rows - 1) / rows;
-  col_tiles = (out_w + 64 * chunks - 1) / (64 * chunks);
-}
-
 // Launches of the Hopper convolution by this thread (lets a harness tell it from the fallbacks).
 inline thread_local int64_t conv_wgmma_launches = 0;
 
@@ -366,7 +342,7 @@ constexpr bool kConvWgmmaBuilt = kWgmmaBuilt;
 
 // The Hopper convolution with tiles `Config` (a WgmmaConfig) for `s` as `p`, the weight repacked
 // into `workspace`; cudaErrorNotSupported (nothing launched) where it cannot run: another device
-// or build, or conv_wgmma_supported fails.
+// or build, or plan_conv_wgmma refuses the shape.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes,
                        cudaStream_t stream) {
@@ -379,9 +355,12 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
   static_assert(detail::ConvWgmmaLayout<Config>::kSmemBytes <= 227 * 1024, "conv_wgmma: shared memory over 227 KB");
   if constexpr (kConvWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
-    if (!sm90 || !conv_wgmma_supported(p, s, workspace, workspace_bytes)) return cudaErrorNotSupported;
+    if (!sm90 || p.batch() != 1 || p.num_b != 1) return cudaErrorNotSupported;
+    const ConvWgmmaPlan plan = plan_conv_wgmma(conv_wgmma_shape(p, s), Config::BN,
+                                               workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0, workspace_bytes);
+    if (!plan.use) return cudaErrorNotSupported;
     const bool bf16 = std::is_same<T, __nv_bfloat16>::value;
-    const int64_t taps = int64_t(s.kernel_h) * s.kernel_w, images = p.n / (s.out_height * s.out_width);
+    const int64_t taps = int64_t(s.kernel_h) * s.kernel_w, images = plan.images;
     // The weight as W'[OC][taps][C] (3-D map: C, taps, OC; box 64 x 1 x BM).
     CUtensorMap mw, mx;
     detail::ConvTensorMapKey kw{};
@@ -403,11 +382,10 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     if (!detail::encode_conv_tensor_map(kw, mw) || !detail::encode_conv_tensor_map(kx, mx)) return cudaErrorNotSupported;
 
     detail::ConvWgmmaArgs args;
-    int64_t row_tiles = 0, col_tiles = 0;
-    detail::conv_wgmma_tiling(s.out_height, s.out_width, Config::BN, args.rows, args.chunks, row_tiles, col_tiles);
+    args.rows = plan.rows, args.chunks = plan.chunks;
+    const int64_t row_tiles = plan.row_tiles, col_tiles = plan.col_tiles;
     const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, channel_blocks = (s.channels + 63) / 64;
-    if (row_tiles * col_tiles * images >= (int64_t(1) << 31) || taps * channel_blocks >= (int64_t(1) << 31))
-      return cudaErrorNotSupported;
+    if (taps * channel_blocks >= (int64_t(1) << 31)) return cudaErrorNotSupported;
     args.m = int(p.m), args.out_h = int(s.out_height), args.out_w = int(s.out_width);
     args.row_tiles = int(row_tiles), args.col_tiles = int(col_tiles), args.tiles_m = int(tiles_m);
     args.units = tiles_m * images * row_tiles * col_tiles;
