@@ -121,9 +121,11 @@ def read_ceiling_us(nbytes):
 # ---- kiln --------------------------------------------------------------------------------------
 
 def kiln_compile(kiln, model, out_dir, arch, extra=()):
+    """$KILN_COMPILE_FLAGS (space-separated) are added to every kiln compile (e.g. --conv-wgmma)."""
     log = out_dir + ".log"
+    flags = os.environ.get("KILN_COMPILE_FLAGS", "").split()
     with open(log, "w") as f:
-        p = subprocess.Popen([kiln, "compile", model, "-o", out_dir, "--target", arch, *extra], stdout=f,
+        p = subprocess.Popen([kiln, "compile", model, "-o", out_dir, "--target", arch, *extra, *flags], stdout=f,
                              stderr=subprocess.STDOUT)
     return p, log
 

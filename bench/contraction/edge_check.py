@@ -28,6 +28,8 @@ _spec.loader.exec_module(_bench)
 KilnModel, rel_err = _bench.KilnModel, _bench.rel_err
 
 ONNX_TYPE = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
+# Added to every kiln compile: $KILN_COMPILE_FLAGS, space-separated (e.g. --conv-wgmma).
+COMPILE_FLAGS = os.environ.get("KILN_COMPILE_FLAGS", "").split()
 
 
 def mlp_model(path, t, h=72, f=200):
@@ -88,6 +90,13 @@ CONV_CASES = [
     ([64, 7, 8], [64, 64, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),     # tiles across several images
     ([32, 40], [48, 32, 3], [1], [1, 1], [1], 1),                      # 1-D
     ([64, 56, 56], [128, 64, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),  # the CNN's 64->128 layer
+    # conv_wgmma.cuh on sm_90 with KILN_COMPILE_FLAGS=--conv-wgmma (stride 1, C a multiple of 8; so do
+    # the cases above with C = 8, 16, 32, 48, 64 and stride 1):
+    ([24, 10, 32], [72, 24, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),   # C = 24 (a partial channel block)
+    ([72, 9, 16], [96, 72, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),    # C = 72: two channel blocks, odd H
+    ([32, 6, 136], [40, 32, 3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 1),   # width > 64, dilation 2, M off the tile
+    ([16, 12, 16], [200, 16, 5, 5], [1, 1], [2, 1, 0, 2], [1, 1], 1),  # 5x5, asymmetric pads, 2 M tiles
+    ([8, 5, 8], [8, 8, 1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1),        # 1x1, C = 8
     ([16, 12, 12], [32, 8, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 2),     # groups: the plain path
     ([16, 12, 12], [16, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 16),    # depthwise: the plain path
 ]
@@ -125,7 +134,7 @@ def check_convs(args, dtypes):
             path = os.path.join(args.work, name + ".onnx")
             conv_model(path, ONNX_TYPE[dtype], case)
             out = os.path.join(args.work, name)
-            command = [args.kiln, "compile", path, "-o", out, "--target", args.arch]
+            command = [args.kiln, "compile", path, "-o", out, "--target", args.arch] + COMPILE_FLAGS
             jobs.append((dtype, i, case, path, out, subprocess.Popen(command, stdout=subprocess.PIPE,
                                                                       stderr=subprocess.STDOUT, text=True)))
     failures = 0
@@ -181,7 +190,7 @@ def main():
             if os.path.isdir(out) and any(f.endswith(".so") for f in os.listdir(out)):  # built by an earlier run
                 command = ["true"]
             else:
-                command = [args.kiln, "compile", path, "-o", out, "--target", args.arch]
+                command = [args.kiln, "compile", path, "-o", out, "--target", args.arch] + COMPILE_FLAGS
             jobs.append((dtype, kind, path, out, subprocess.Popen(command, stdout=subprocess.PIPE,
                                                                    stderr=subprocess.STDOUT, text=True)))
     failures = check_convs(args, (torch.float16, torch.bfloat16)) if "conv" in kinds else 0

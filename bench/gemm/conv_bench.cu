@@ -1,13 +1,19 @@
 // Check-then-time harness for the implicit-GEMM convolution templates
-// (kernels/gemm/conv_patch.cuh and the gather kernel of conv_implicit_gemm.cuh), llm.c style:
+// (kernels/gemm/conv_wgmma.cuh, conv_patch.cuh and the gather kernel of conv_implicit_gemm.cuh),
+// llm.c style:
 // the convolution layers of bench/contraction's CNN (3x3, pad 1, NCHW fp16, 32x56x56), a stride-2
 // one, then edge shapes (checked only; `./conv_bench all` runs the gather kernel on them too). For
 // each (layer, variant): random input and weight (uniform in [-1, 1]), the output poisoned with
 // NaN, one run, every element checked against a direct fp32 convolution on the GPU (a plain loop
 // per output, no tensor cores, no im2col); only then timed (CUDA events, L2 flushed before each
 // launch, median of 15). The peer (cuDNN through torch) is timed by bench/contraction/bench.py.
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 conv_bench.cu -o conv_bench &&
-//   ./conv_bench
+// The Hopper kernel (variants "wgmma ...": conv_wgmma with a WgmmaConfig, and "auto": conv_auto
+// as generated code calls it) needs the sm_90a build:
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A conv_bench.cu \
+//     -o conv_bench -lcuda && ./conv_bench
+// A variant that does not apply to a layer prints "n/a" (the Hopper kernel: stride 2, C = 3, ...).
+// The first GPU run of the Hopper kernel (NCHW boxes, commit 010b71b) stopped with an illegal
+// instruction; the NHWC version here has not run yet.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -84,26 +90,34 @@ __global__ void fill_random(T* p, int64_t n, uint32_t seed) {
 }
 
 struct Buffers {
-  T *x, *w, *bias, *y;
+  T *x, *w, *bias, *y, *workspace;
   float* ref;
   char* flush;
 };
 
 // kGather 1, 2: the gather kernel (conv_implicit_gemm.cuh) with that gather variant; 0: the patch
-// kernel (conv_patch.cuh; Config unused), "n/a" where it does not apply.
+// kernel (conv_patch.cuh; Config unused); 3: the Hopper kernel (conv_wgmma.cuh; Config a
+// WgmmaConfig); 4: conv_auto with the workspace (what generated code runs; Config the gather
+// tile). "n/a" where it does not apply.
 template <typename Config, int kGather = 1>
 cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
-                   const Epilogue& e) {
+                   const Epilogue& e, const Buffers& b) {
+  const int64_t ws = kiln::gemm::conv_wgmma_workspace_bytes(p, s);
   if constexpr (kGather == 0) {
     return kiln::gemm::conv_patch<T>(p, s, e, 0);
+  } else if constexpr (kGather == 3) {
+    return kiln::gemm::conv_wgmma<T, Config>(p, s, e, b.workspace, ws, 0);
+  } else if constexpr (kGather == 4) {
+    return kiln::gemm::conv_auto<T, Config>(p, s, e, b.workspace, ws, 0);
   } else {
     return kiln::gemm::conv_implicit_gemm<T, Config, kGather>(p, s, e, 0);
   }
 }
 
 template <typename Config, int kGather = 1>
-float run_variant(const char* name, const Layer& l, const Buffers& b,
+float run_variant(const char* name_in, const Layer& l, const Buffers& b,
                   std::vector<float>& host_ref) {
+  const char* name = name_in;
   const int64_t pixels = int64_t(l.n) * l.oh() * l.ow(), out_elems = pixels * l.oc;
   kiln::gemm::Problem p;
   p.m = l.oc;
@@ -123,13 +137,17 @@ float run_variant(const char* name, const Layer& l, const Buffers& b,
            l.oc, l.k, l.kwid(), l.stride, l.sw(), l.pad, l.pw(), l.dil);
   const Epilogue e{b.y, b.bias, int64_t(l.oh()) * l.ow(), l.oc};
   CHECK_CUDA(cudaMemset(b.y, 0xff, out_elems * sizeof(T)));  // NaN
-  const cudaError_t first = launch<Config, kGather>(p, s, e);
+  const int64_t hopper_before = kiln::gemm::detail::conv_wgmma_launches;
+  const cudaError_t first = launch<Config, kGather>(p, s, e, b);
   if (first == cudaErrorNotSupported) {
     printf("| %s | %s | n/a | - | - |\n", name, shape);
     return -1;
   }
   CHECK_CUDA(first);
   CHECK_CUDA(cudaDeviceSynchronize());
+  std::string label = name;
+  if (kGather == 4) label += kiln::gemm::detail::conv_wgmma_launches > hopper_before ? " (ran wgmma)" : " (ran mma.sync)";
+  name = label.c_str();
   std::vector<T> got(out_elems);
   CHECK_CUDA(cudaMemcpy(got.data(), b.y, out_elems * sizeof(T), cudaMemcpyDeviceToHost));
   double worst = 0;
@@ -162,7 +180,7 @@ float run_variant(const char* name, const Layer& l, const Buffers& b,
   for (int rep = 0; rep < 15; ++rep) {
     CHECK_CUDA(cudaMemsetAsync(b.flush, rep, 256 << 20));
     CHECK_CUDA(cudaEventRecord(t0));
-    CHECK_CUDA((launch<Config, kGather>(p, s, e)));
+    CHECK_CUDA((launch<Config, kGather>(p, s, e, b)));
     CHECK_CUDA(cudaEventRecord(t1));
     CHECK_CUDA(cudaEventSynchronize(t1));
     float t = 0;
@@ -197,10 +215,20 @@ int main(int argc, char** argv) {
       edge({5, 64, 8, 8, 136, 1, 1, 0}),    edge({3, 32, 1, 40, 48, 1, 1, 0, 1, 3, 1, 1}),
       edge({7, 64, 7, 8, 64, 3, 1, 1}),     edge({2, 32, 10, 10, 200, 3, 1, 1, 1, 1, 2, 0}),
       edge({1, 128, 28, 28, 256, 3, 1, 1}), edge({4, 16, 6, 6, 64, 3, 1, 1, 1, 3, 1, 0}),
+      // The Hopper kernel (C a multiple of 8): OC off the tile (40, 200), C = 8, 24, 72 (two
+      // channel blocks, the second partial), odd H, W > 64 (136: two or four column chunks), batch
+      // 1, pad 0 and 2, 1x1, 5x5, dilation 2, odd H and W, 1-D.
+      edge({2, 64, 16, 24, 40, 3, 1, 1}),   edge({2, 64, 16, 24, 200, 3, 1, 1}),
+      edge({3, 8, 12, 16, 64, 3, 1, 1}),    edge({2, 24, 10, 32, 72, 3, 1, 1}),
+      edge({2, 72, 9, 16, 96, 3, 1, 1}),    edge({2, 32, 6, 136, 64, 3, 1, 1}),
+      edge({1, 64, 56, 56, 128, 3, 1, 1}),  edge({2, 64, 14, 16, 64, 3, 1, 0}),
+      edge({2, 32, 12, 16, 48, 3, 1, 2}),   edge({3, 64, 8, 16, 136, 1, 1, 0}),
+      edge({2, 16, 20, 24, 32, 5, 1, 2}),   edge({2, 32, 12, 24, 72, 3, 1, 2, 2}),
+      edge({2, 64, 11, 13, 64, 3, 1, 1}),   edge({3, 64, 1, 200, 128, 1, 1, 0, 1, 5, 1, 2}),
   };
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  printf("# conv_bench (kernels/gemm/conv_patch.cuh, conv_implicit_gemm.cuh), %s, fp16 NCHW\n\n",
+  printf("# conv_bench (kernels/gemm/conv_wgmma.cuh, conv_patch.cuh, conv_implicit_gemm.cuh), %s, fp16 NCHW\n\n",
          prop.name);
   printf("| variant | layer | check | us | TFLOP/s |\n| --- | --- | --- | ---: | ---: |\n");
   Buffers b;
@@ -210,6 +238,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&b.y, int64_t(32) * 128 * 56 * 56 * sizeof(T)));
   CHECK_CUDA(cudaMalloc(&b.ref, int64_t(32) * 128 * 56 * 56 * sizeof(float)));
   CHECK_CUDA(cudaMalloc(&b.flush, 256 << 20));
+  CHECK_CUDA(cudaMalloc(&b.workspace, 64 << 20));  // weight + NHWC image: 26 MB for 32x128x56x56
   if (ncu_mode) {
     layers = {layers[3]};
   } else {
@@ -224,6 +253,15 @@ int main(int argc, char** argv) {
     const int64_t out_elems = int64_t(l.n) * l.oc * l.oh() * l.ow();
     std::vector<float> ref(out_elems);
     CHECK_CUDA(cudaMemcpy(ref.data(), b.ref, out_elems * sizeof(float), cudaMemcpyDeviceToHost));
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 4>("auto", l, b, ref);
+    run_variant<kiln::gemm::WgmmaConfig<64, 256, 4, 1>, 3>("wgmma 64x256 ping-pong", l, b, ref);
+    run_variant<kiln::gemm::WgmmaConfig<128, 128, 4, 1>, 3>("wgmma 128x128 ping-pong", l, b, ref);
+    if (ncu_mode) continue;
+    run_variant<kiln::gemm::WgmmaConfig<128, 256, 3, 0>, 3>("wgmma 128x256 cooperative", l, b, ref);
+    if (l.timed) {
+      run_variant<kiln::gemm::WgmmaConfig<64, 128, 6, 1>, 3>("wgmma 64x128 ping-pong", l, b, ref);
+      run_variant<kiln::gemm::WgmmaConfig<128, 128, 5, 0>, 3>("wgmma 128x128 cooperative", l, b, ref);
+    }
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
     if ((l.timed && !ncu_mode) || all_variants) {
       run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("gather 64x128x32, 4 warps", l, b, ref);

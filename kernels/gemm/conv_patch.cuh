@@ -22,7 +22,8 @@
 //     ldmatrix per mma = 1/8. Fragments of the next 16-k slice are loaded before the current
 //     slice's mmas. Chunks are double-buffered (cp.async groups, one barrier per chunk).
 //
-// Taken by conv_auto (at the end of this file, called by kiln_gemm.cuh's conv) when: C % 16 == 0,
+// Taken by conv_auto (at the end of this file, called by kiln_gemm.cuh's conv), unless the Hopper
+// kernel (conv_wgmma.cuh) takes the convolution, when: C % 16 == 0,
 // KH * KW <= 16, the image width even, the weight k-contiguous with 16-byte aligned rows, and the
 // patch fits in shared memory; any stride, dilation and padding; 1-D (height 1) and 2-D. Everything
 // else keeps the gather kernel of conv_implicit_gemm.cuh.
@@ -34,6 +35,7 @@
 #include <type_traits>
 
 #include "conv_implicit_gemm.cuh"
+#include "conv_wgmma.cuh"
 #include "gemm_problem.cuh"
 #include "gemm_ptx.cuh"
 
@@ -412,14 +414,25 @@ cudaError_t conv_patch(const Problem& p, const ConvShape& s, const Epilogue& epi
   return detail::launch_conv_patch<T, Tile>(p, s, geo, epilogue, stream);
 }
 
-// What generated code calls (kiln_gemm.cuh's conv): the patch kernel where it applies, else the
-// gather kernel of conv_implicit_gemm.cuh with the lowering's tile.
+// What generated code calls (kiln_gemm.cuh's conv): the Hopper kernel (conv_wgmma.cuh) where it
+// runs (sm_90a build on an sm_90 device, stride 1, C a multiple of 8, a workspace of
+// conv_wgmma_workspace_bytes for the repacked weight and the NHWC image), else the patch kernel
+// where it applies, else the gather kernel of conv_implicit_gemm.cuh with the lowering's tile.
 template <typename T, typename Config, typename Epilogue>
-cudaError_t conv_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue,
-                      cudaStream_t stream) {
+cudaError_t conv_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace,
+                      int64_t workspace_bytes, cudaStream_t stream) {
+  const cudaError_t hopper = conv_wgmma_auto<T>(p, s, epilogue, workspace, workspace_bytes, stream);
+  if (hopper != cudaErrorNotSupported) return hopper;
   const cudaError_t patched = conv_patch<T>(p, s, epilogue, stream);
   if (patched != cudaErrorNotSupported) return patched;
   return conv_implicit_gemm<T, Config>(p, s, epilogue, stream);
+}
+
+// Without a workspace: the patch kernel or the gather kernel.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t conv_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue,
+                      cudaStream_t stream) {
+  return conv_auto<T, Config>(p, s, epilogue, nullptr, 0, stream);
 }
 
 }  // namespace kiln::gemm

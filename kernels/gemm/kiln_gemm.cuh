@@ -10,7 +10,9 @@
 //                                                 Hopper (sm_90a build, KILN_GEMM_SM90A): wgmma + TMA,
 //                                                 the TileConfig's gemm where it cannot run
 //   simt<T>(problem, epilogue, stream)                               any operand, fp32 FMA
-//   conv<T, TileConfig<...>>(problem, shape, epilogue, stream)       a convolution, implicit GEMM
+//   conv<T, TileConfig<...>>(problem, shape, epilogue, [workspace, bytes,] stream)
+//                                                 a convolution, implicit GEMM (on Hopper wgmma +
+//                                                 TMA when given conv_wgmma_workspace_bytes)
 //   attention<T, D>(attention_problem, epilogue, stream)              fused softmax(Q K^T) V
 //                                                 (attention.cuh; its own problem and epilogue)
 //
@@ -32,6 +34,7 @@
 #include "attention.cuh"
 #include "conv_implicit_gemm.cuh"
 #include "conv_patch.cuh"
+#include "conv_wgmma.cuh"
 #include "gemm_problem.cuh"
 #include "gemm_simt.cuh"
 #include "gemm_tensorcore.cuh"
@@ -82,9 +85,16 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
   }
 }
 
-// A 1-D/2-D convolution over an NCHW image as an implicit GEMM on tensor cores
-// (conv_patch.cuh where it applies, else conv_implicit_gemm.cuh): m = output channels, n = output
-// pixels, k = C * KH * KW.
+// A 1-D/2-D convolution over an NCHW image as an implicit GEMM on tensor cores (conv_wgmma.cuh
+// where it runs, given a workspace of conv_wgmma_workspace_bytes(problem, shape) for the repacked
+// weight and the NHWC image;
+// else conv_patch.cuh where it applies, else conv_implicit_gemm.cuh): m = output channels,
+// n = output pixels, k = C * KH * KW.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t conv(const Problem& p, const ConvShape& shape, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes,
+                 cudaStream_t stream) {
+  return conv_auto<T, Config>(p, shape, epilogue, workspace, workspace_bytes, stream);
+}
 template <typename T, typename Config, typename Epilogue>
 cudaError_t conv(const Problem& p, const ConvShape& shape, const Epilogue& epilogue, cudaStream_t stream) {
   return conv_auto<T, Config>(p, shape, epilogue, stream);

@@ -520,7 +520,8 @@ void CudaPrinter::print_w4_call(const FunctionLayout& f, size_t stage, const Tem
 }
 
 // A convolution's B operand (an implicit im2col): its window as a kiln::gemm::ConvShape and one
-// call of the implicit-GEMM template.
+// call of the implicit-GEMM template, with the workspace for the Hopper kernel's repacked weight
+// where lowering reserved one.
 void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op,
                                   const std::string& element) {
   const ConvWindow& w = *op->b[0].window;
@@ -541,9 +542,14 @@ void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const T
   line() << "shape.dilation_w = " << w.dilation_w << ";\n";
   line() << "shape.pad_h = " << w.pad_h << ";\n";
   line() << "shape.pad_w = " << w.pad_w << ";\n";
+  // The workspace (where the Hopper kernel may run): the weight repacked per call, M * K elements.
+  const std::string workspace =
+      op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" + expr(op->split_k.num_elements()) + ") * sizeof(" +
+                                  element + "), "
+                            : std::string();
   line() << "const cudaError_t launched = kiln::gemm::conv<" << element << ", kiln::gemm::TileConfig<" << s(tile.bm)
          << ", " << s(tile.bn) << ", " << s(tile.bk) << ", " << s(tile.warps_m) << ", " << s(tile.warps_n) << ", "
-         << s(tile.stages) << ">>(problem, shape, epilogue, static_cast<cudaStream_t>(stream));\n";
+         << s(tile.stages) << ">>(problem, shape, epilogue, " << workspace << "static_cast<cudaStream_t>(stream));\n";
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
 }
 

@@ -17,8 +17,9 @@ set(KILN_EMBEDDED_FILES
   "${PROJECT_SOURCE_DIR}/src/codegen/templates/cpu_prologue.h=templates/cpu_prologue.h"
   "${PROJECT_SOURCE_DIR}/src/codegen/templates/cuda_prologue.cuh=templates/cuda_prologue.cuh"
   "${PROJECT_SOURCE_DIR}/src/codegen/templates/CMakeLists.txt.in=templates/CMakeLists.txt.in")
-# The contraction templates (kernels/gemm/*.cuh), included by generated CUDA as kiln/gemm/<file>.
-file(GLOB KILN_GEMM_TEMPLATES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/kernels/gemm/*.cuh")
+# The contraction templates (kernels/gemm/*.cuh and their plain C++ headers, conv_wgmma_plan.h),
+# included by generated CUDA as kiln/gemm/<file>.
+file(GLOB KILN_GEMM_TEMPLATES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/kernels/gemm/*.cuh" "${PROJECT_SOURCE_DIR}/kernels/gemm/*.h")
 foreach(path ${KILN_GEMM_TEMPLATES})
   get_filename_component(file ${path} NAME)
   list(APPEND KILN_EMBEDDED_FILES "${path}=include/kiln/gemm/${file}")

@@ -649,6 +649,13 @@ std::string template_refusal(const LoweringStage& stage, const Buffers& buffers,
   return why.empty() ? "its factors are not float16/bfloat16 buffers read at affine addresses" : why;
 }
 
+std::optional<Expr> conv_wgmma_workspace_elements(const ConvWindow& window, const Expr& m, const Expr& k, const Expr& image_elements) {
+  if (window.stride_h != 1 || window.stride_w != 1) return std::nullopt;
+  const auto channels = as_const_int(simplify(window.channels));
+  if (channels && *channels % 8 != 0) return std::nullopt;
+  return simplify(m * k + image_elements);
+}
+
 Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, const GemmTemplate& config) {
   // Recomputed here (planning checked them): the operands of each contraction.
   std::vector<Candidate> candidates;
@@ -739,10 +746,18 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
   }
   const Expr M = product(roles.m_ext), N = product(roles.n_ext), K = product(roles.k_ext);
   const bool conv = candidates.front().b.window.has_value();
-  // The implicit-GEMM convolution does not split K.
+  // The workspace: split-K partials (float32); a convolution splits no K, but the Hopper kernel
+  // (when the schedule enables it) repacks its weight and the image there, in the weight's dtype.
   const Expr split_floats = w4 ? select(M <= Expr(16), Expr(0), min(M * N, Expr(kW4SplitFloats)))
                                : select(M <= Expr(256), Expr(8) * M * N + Expr(1024), Expr(0));
-  const Buffer split_k = conv ? Buffer() : Buffer::make(name + "_split_k", DType::Float32, {simplify(split_floats)});
+  Buffer split_k;
+  if (!conv) {
+    split_k = Buffer::make(name + "_split_k", DType::Float32, {simplify(split_floats)});
+  } else if (const auto elements = config.conv_wgmma ? conv_wgmma_workspace_elements(*candidates.front().b.window, M, K,
+                                                                                   candidates.front().b.buffer.num_elements())
+                                                     : std::nullopt) {
+    split_k = Buffer::make(name + "_conv_wgmma", candidates.front().a.buffer->dtype, {*elements});
+  }
   std::string description = (group.contractions.size() == 2 ? "dual contraction " : conv ? "convolution " : "contraction ") + name;
   if (group.contractions.size() == 2) description += " and " + group.contractions[1].inlined.name();
   if (w4) {

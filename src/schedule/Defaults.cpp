@@ -257,13 +257,22 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   }
   g.reason = std::string(dtype_name(da)) + (g.tf32 ? " factors in TF32 (allowed by the user)" : " factors") + ": " + rule;
   // A convolution (lowering decides: a 1-D/2-D NCHW read with a constant window) runs one
-  // implicit-GEMM kernel, m = output channels: the patch kernel where its run-time checks pass
-  // (kiln_gemm.cuh's conv), else the gather kernel with 64-row tiles when m is at most 64.
+  // implicit-GEMM kernel, m = output channels, chosen per call (kiln_gemm.cuh's conv): with
+  // options.conv_wgmma, on sm_90 the Hopper kernel where its run-time checks pass; else the patch
+  // kernel where its checks pass, else the gather kernel with 64-row tiles when m is at most 64.
   if (!g.tf32 && t->body.as<Reduce>()->axes.size() >= 2) {
     g.conv_tile = m && *m <= 64 ? GemmTile{64, 128, 32, 2, 2, 2} : GemmTile{128, 128, 32, 2, 4, 2};
+    g.conv_wgmma = options.conv_wgmma;
+    const std::string hopper =
+        g.conv_wgmma ? "on sm_90 (sm_90a build) with stride 1 and C a multiple of 8, wgmma + TMA (conv_wgmma.cuh: the weight "
+                       "and an NHWC copy of the image in the workspace, per k-step one tap and 64 channels, image boxes "
+                       "zero-filled past the edges as padding; 64x256 ping-pong tiles for at most 64 output channels, "
+                       "else 128x128 ping-pong); otherwise mma.sync: "
+                     : "mma.sync; ";
     g.conv_reason = std::string(dtype_name(da)) +
-                    " convolution: implicit GEMM on tensor cores (mma.sync; m = output channels, n = output pixels, "
-                    "k = C*KH*KW); where the shapes allow at run time (C a multiple of 16, even input width, "
+                    " convolution: implicit GEMM on tensor cores (m = output channels, n = output pixels, "
+                    "k = C*KH*KW); " + hopper +
+                    "where the shapes allow at run time (C a multiple of 16, even input width, "
                     "KH*KW <= 16, the patch fits in shared memory) the input patch kernel (conv_patch.cuh: each "
                     "CTA's input rows with their halo copied once per 16 channels, every tap read from shared "
                     "memory), else the im2col gathered in the loader (padding taps zero), " +

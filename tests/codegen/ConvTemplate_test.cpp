@@ -2,13 +2,16 @@
 // (kernels/gemm/conv_implicit_gemm.cuh) compiles without warnings for sm_80, sm_90 and sm_110, in
 // every configuration the default schedule picks: 64- and 128-row tiles (output channels up to 64
 // and above), weight rows copied by cp.async and gathered element-wise (both are compiled per
-// call), float16 and bfloat16, 2-D and 1-D. (Running them needs a GPU: bench/contraction/edge_check.py.)
+// call), float16 and bfloat16, 2-D and 1-D, and, with DefaultScheduleOptions::conv_wgmma, calls
+// given a workspace for the Hopper kernel (conv_wgmma.cuh, compiled into the sm_90a pass).
+// (Running them needs a GPU: bench/contraction/edge_check.py.)
 #include <gtest/gtest.h>
 
 #include "../ops/TestGraph.h"
 #include "CompileCuda.h"
 #include "kiln/codegen/Codegen.h"
 #include "kiln/codegen/GraphFunctions.h"
+#include "kiln/schedule/Defaults.h"
 
 namespace kiln {
 namespace {
@@ -29,6 +32,10 @@ Graph conv_stack(DType dtype) {
   const int s = t.input("s", dtype, {batch, Expr(16), Expr(30)});
   const int ws = t.input("ws", dtype, {Expr(24), Expr(16), Expr(5)});
   t.output(t.node("c2", OpKind::Conv, {s, ws}, {{"pads", test::ints_attr({2, 2})}, {"dilations", test::ints_attr({2})}}));
+  // Stride 1, C = 16: the Hopper kernel may run where the schedule enables it, with a workspace.
+  const int h = t.input("h", dtype, {batch, Expr(16), Expr(12), Expr(24)});
+  const int wh = t.input("wh", dtype, {Expr(128), Expr(16), Expr(3), Expr(3)});
+  t.output(t.node("c3", OpKind::Relu, {t.node("c3_conv", OpKind::Conv, {h, wh}, {{"pads", test::ints_attr({1, 1, 1, 1})}})}));
   return t.graph;
 }
 
@@ -39,13 +46,39 @@ TEST(ConvTemplate, GeneratedCallsCompileForEveryArchitecture) {
       funcs.push_back(std::move(f.func));
     }
   }
+  // The default schedule passes no workspace (the Hopper kernel is off by default).
+  EXPECT_EQ(codegen::generate_module(funcs, codegen::Target::Cuda).find("_conv_wgmma"), std::string::npos);
+  for (DType d : {DType::Float16, DType::BFloat16}) {
+    const auto kernels = codegen::kernel_definitions(conv_stack(d), "hopper_" + std::string(dtype_name(d)));
+    DefaultScheduleOptions options;
+    options.conv_wgmma = true;
+    const Schedule schedule = default_gpu_schedule(kernels.at(0).inputs, kernels.at(0).outputs, options);
+    funcs.push_back(codegen::lower_kernel(kernels.at(0), codegen::Target::Cuda, &schedule).func);
+  }
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
   for (const char* call : {"kiln::gemm::conv<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 2>>",
                            "kiln::gemm::conv<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 2>>",
                            "kiln::gemm::conv<__nv_bfloat16, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 2>>",
-                           "shape.stride_h = 2;", "shape.dilation_w = 2;", "shape.height = 1L;"}) {
+                           "shape.stride_h = 2;", "shape.dilation_w = 2;", "shape.height = 1L;",
+                           "(problem, shape, epilogue, c3_conv_acc_conv_wgmma, static_cast<int64_t>((18432L + (((batch * 16L) * 12L) * 24L))) * "
+                           "sizeof(__half), static_cast<cudaStream_t>(stream))",
+                           "(problem, shape, epilogue, c3_conv_acc_conv_wgmma, static_cast<int64_t>((18432L + (((batch * 16L) * 12L) * 24L))) * "
+                           "sizeof(__nv_bfloat16), static_cast<cudaStream_t>(stream))",
+                           "wgmma + TMA (conv_wgmma.cuh"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
+  // With the option, the other convolutions (C = 3, stride 2) get no workspace.
+  size_t calls = 0;
+  for (size_t at = source_text.find("kiln::gemm::conv<"); at != std::string::npos; at = source_text.find("kiln::gemm::conv<", at + 1)) {
+    ++calls;
+  }
+  size_t with_workspace = 0;
+  for (size_t at = source_text.find("_conv_wgmma, static_cast"); at != std::string::npos;
+       at = source_text.find("_conv_wgmma, static_cast", at + 1)) {
+    ++with_workspace;
+  }
+  EXPECT_EQ(calls, 16u) << source_text;
+  EXPECT_EQ(with_workspace, 4u) << source_text;  // c3 and the 1-D c2 (C = 16), per dtype
   test::expect_cuda_compiles_for_every_architecture("conv_template", source_text);
 }
 

@@ -7,10 +7,13 @@
 
 #include "../ops/TestGraph.h"
 #include "LoweringCheck.h"
+#include "../../src/lower/TemplateContraction.h"
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/IRVisitor.h"
+#include "kiln/ir/Simplify.h"
 #include "kiln/runtime/Interpreter.h"
+#include "kiln/schedule/Defaults.h"
 
 namespace kiln {
 namespace {
@@ -27,6 +30,18 @@ class FindConvTemplates : public IRVisitor {
  protected:
   void visit(const TemplateContraction* op) override {
     if (op->b[0].window) found.push_back(op);
+    IRVisitor::visit(op);
+  }
+};
+
+class FindAllocations : public IRVisitor {
+ public:
+  std::set<const BufferNode*> found;
+  using IRVisitor::visit;
+
+ protected:
+  void visit(const Allocate* op) override {
+    found.insert(op->buffer.get());
     IRVisitor::visit(op);
   }
 };
@@ -105,7 +120,81 @@ TEST(ConvTemplate, Conv2dWithBiasAndReluIsOneImplicitGemmCall) {
   // Which kernel runs is decided at run time (C = 8 here: the gather kernel); the reason names both.
   EXPECT_NE(t->config.reason.find("conv_patch.cuh"), std::string::npos) << t->config.reason;
   EXPECT_NE(t->config.reason.find("C a multiple of 16"), std::string::npos) << t->config.reason;
+  // The Hopper kernel is off by default: no mention of it, no workspace.
+  EXPECT_EQ(t->config.reason.find("conv_wgmma.cuh"), std::string::npos) << t->config.reason;
+  EXPECT_FALSE(t->config.conv_wgmma);
   EXPECT_FALSE(t->split_k.defined());
+}
+
+// With DefaultScheduleOptions::conv_wgmma, where the Hopper kernel (conv_wgmma.cuh) may run the
+// call reserves a workspace of M * K + images * C * H * W elements of the weight's dtype (the
+// repacked weight and the NHWC image), and the reason names the kernel; where it cannot (stride 2,
+// C not a multiple of 8), none.
+TEST(ConvTemplate, HopperKernelGetsAWorkspaceWhenEnabled) {
+  struct Expect {
+    ConvCase c;
+    DType dtype;
+    int64_t elements;  // 0: no workspace
+  };
+  const std::vector<Expect> cases = {
+      {{{2, 16, 9, 24}, {40, 16, 3, 3}, {}, {1, 1, 1, 1}, {}, 1, true}, DType::Float16, 40 * 16 * 9 + 2 * 16 * 9 * 24},
+      {{{1, 24, 6, 15}, {8, 24, 5, 5}, {}, {2, 2, 2, 2}, {2, 2}, 1, false}, DType::BFloat16, 8 * 24 * 25 + 24 * 6 * 15},  // dilation 2, odd W
+      {{{3, 16, 40}, {24, 16, 3}, {}, {1, 1}, {}, 1, false}, DType::Float16, 24 * 16 * 3 + 3 * 16 * 40},                // 1-D
+      {{{2, 16, 9, 24}, {40, 16, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, false}, DType::Float16, 0},                       // stride 2
+      {{{2, 12, 9, 24}, {40, 12, 3, 3}, {}, {1, 1, 1, 1}, {}, 1, false}, DType::Float16, 0},                           // C = 12
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Expect& e = cases[i];
+    const auto kernels = codegen::kernel_definitions(conv_graph(e.c, e.dtype), "hopper");
+    ASSERT_EQ(kernels.size(), 1u);
+    DefaultScheduleOptions options;
+    options.conv_wgmma = true;
+    const Schedule schedule = default_gpu_schedule(kernels[0].inputs, kernels[0].outputs, options);
+    const codegen::GraphFunction f = codegen::lower_kernel(kernels[0], codegen::Target::Cuda, &schedule);
+    FindConvTemplates v;
+    v.visit(f.func.body);
+    ASSERT_EQ(v.found.size(), 1u) << to_string(f.func.body);
+    const TemplateContraction* t = v.found[0];
+    EXPECT_TRUE(t->config.conv_wgmma);
+    EXPECT_NE(t->config.reason.find("wgmma + TMA (conv_wgmma.cuh"), std::string::npos) << t->config.reason;
+    if (e.elements == 0) {
+      EXPECT_FALSE(t->split_k.defined()) << t->split_k->name;
+      continue;
+    }
+    ASSERT_TRUE(t->split_k.defined());
+    EXPECT_EQ(t->split_k->name, "conv_raw_acc_conv_wgmma");
+    EXPECT_EQ(t->split_k->dtype, e.dtype);
+    EXPECT_EQ(to_string(simplify(t->split_k.num_elements())), std::to_string(e.elements));
+    // A temporary of the function (allocated around the stages): the generated signature's
+    // workspace covers it.
+    FindAllocations allocations;
+    allocations.visit(f.func.body);
+    EXPECT_TRUE(allocations.found.count(t->split_k.get())) << to_string(f.func.body);
+  }
+}
+
+// The rule itself, with symbolic extents: unknown channels keep the workspace (the kernel checks
+// them at run time), a symbolic batch scales the image part; a stride other than 1 or channels
+// known off 8 drop it.
+TEST(ConvTemplate, ConvWgmmaWorkspaceRule) {
+  ConvWindow w;
+  w.channels = var("c");
+  w.height = Expr(5), w.width = Expr(7), w.out_height = Expr(5), w.out_width = Expr(7);
+  const Expr m = Expr(64), k = var("c") * Expr(9), image = var("batch") * var("c") * Expr(35);
+  const auto symbolic = conv_wgmma_workspace_elements(w, m, k, image);
+  ASSERT_TRUE(symbolic.has_value());
+  EXPECT_EQ(to_string(*symbolic), to_string(simplify(m * k + image)));
+  w.channels = Expr(64), w.width = Expr(56), w.height = Expr(56), w.out_height = Expr(56), w.out_width = Expr(56);
+  const auto known = conv_wgmma_workspace_elements(w, m, Expr(576), Expr(32 * 64 * 56 * 56));
+  ASSERT_TRUE(known.has_value());
+  EXPECT_EQ(to_string(*known), std::to_string(64 * 576 + 32 * 64 * 56 * 56));
+  w.stride_w = 2;
+  EXPECT_FALSE(conv_wgmma_workspace_elements(w, m, Expr(576), Expr(32 * 64 * 56 * 56)).has_value());
+  w.stride_w = 1, w.stride_h = 2;
+  EXPECT_FALSE(conv_wgmma_workspace_elements(w, m, Expr(576), Expr(32 * 64 * 56 * 56)).has_value());
+  w.stride_h = 1, w.channels = Expr(3);
+  EXPECT_FALSE(conv_wgmma_workspace_elements(w, m, Expr(27), Expr(32 * 3 * 56 * 56)).has_value());
 }
 
 // Strides, asymmetric padding, dilation, 1x1 and rectangular kernels, sizes off every tile,

@@ -49,6 +49,10 @@ struct GemmTemplate {
   // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};
   std::string conv_reason;
+  // The Hopper convolution (kernels/gemm/conv_wgmma.cuh) first, where it runs: lowering then gives
+  // the call the workspace it needs. Off by default: its first GPU run failed (bench/gemm/
+  // NOTES_conv.md) and the fixed version has not run on a GPU yet.
+  bool conv_wgmma = false;
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
   // A kiln.QuantLinear: the 4-bit weight kernels of kernels/quant/ (launch_linear_epilogue: GEMV

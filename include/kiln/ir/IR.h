@@ -299,7 +299,8 @@ struct W4Weight {
 // `epilogue` stores the results for one (batch_var, m_var, n_var), reading acc_vars (float32),
 // and is printed as the template's epilogue functor. `reference` is the same computation as plain
 // loops: the CPU backends run it, and every pass sees it like any other loop nest. `split_k` is
-// a Global temporary the template may use for partial sums (undefined: none). With `w4` (a
+// a Global temporary the template may use: float32 partial sums, or for a convolution (b[0] has a
+// window) the Hopper kernel's repacked weight and NHWC image, in the weight's dtype (undefined: none). With `w4` (a
 // QuantLinear's 4-bit weight, config.w4), B is that weight and `b` is empty: A is x [M, K]
 // row-major and the kernels of kernels/quant/ run instead (one accumulator).
 struct TemplateContraction : StmtNodeBase<TemplateContraction, NodeKind::TemplateContraction> {

@@ -45,6 +45,9 @@ struct DefaultScheduleOptions {
   // configurations are reachable.
   int64_t gemv_warps = 0;
   int64_t wgmma_wide_min_k = 4096;
+  // Convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh) first (ir::GemmTemplate::
+  // conv_wgmma). Off: its first GPU run failed and the fixed version is not yet checked on a GPU.
+  bool conv_wgmma = false;
 };
 
 Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::vector<te::Tensor>& outputs,

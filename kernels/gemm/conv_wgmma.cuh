@@ -1,0 +1,434 @@
+#pragma once
+// Implicit-GEMM convolution, variant 3: Hopper (sm_90a) warpgroup MMA fed by TMA. The contraction
+// of conv_implicit_gemm.cuh (m = output channel, n = flat output pixel (image, oh, ow), A = the
+// weight [OC, C, KH, KW], B = the implicit im2col of an NCHW image; the epilogue functor called as
+// epilogue(0, m, n, acc) once per output element), summed in another k order:
+//
+//   k-step s = (tap (kh, kw), block of 64 input channels):
+//     A tile = W'[m0 .. m0 + BM, tap, c0 .. c0 + 64]  from the weight repacked per call into the
+//              caller's workspace as W'[OC][KH*KW][C] (a small kernel on the same stream): a 3-D
+//              tensor map (C, taps, OC), box 64 c x 1 tap x BM oc, k-contiguous, 128-byte swizzle;
+//     B tile = BN/64 boxes of the 4-D tensor map of the image copied per call into the workspace
+//              as NHWC (dims C, W, H, N), each 64 c x 64 w x 1 h x 1 image at (c0, ow0 - pad_w +
+//              kw * dil_w, oh - pad_h + kh * dil_h, image): in shared memory [64 w][64 c], 128-byte
+//              swizzled, the K-major B layout (gemm_wgmma.cuh's box of 64 k x BN rows).
+//   TMA zero-fills every coordinate outside the tensor, negative ones included: that is the
+//   padding (and channels past C, in both A and B, so C needs only be a multiple of 8).
+//   Why NHWC: a tiled TMA load needs its innermost coordinate 16-byte aligned. Boxes of the NCHW
+//   image itself (innermost w) would start at w = ow0 - pad_w + kw * dil_w, at odd elements for
+//   most taps: that version (commit 010b71b) stopped with cudaErrorIllegalInstruction on an H200.
+//   With channels innermost the innermost coordinate is c0, a multiple of 64.
+//
+// A tile of BN pixels is R output rows x CW chunks of 64 columns of one image (R * CW = BN / 64,
+// CW = the power of two of chunks that covers an output row, at most BN / 64): a 56-wide row
+// wastes 8 of 64 columns.
+// Pixels past the output row or the image are computed from whatever TMA reads and not stored.
+//
+// Schedule (WgmmaConfig<BM, BN, STAGES, PINGPONG> of gemm_wgmma.cuh): a persistent grid walks the
+// tiles (m tiles fastest: the CTAs that share an input tile run together and read it from L2); a
+// producer warpgroup (one thread issues the TMA loads into a ring of STAGES stages, full/empty
+// mbarriers) and two consumer warpgroups (wgmma m64nBNk16 from shared-memory descriptors, fp32
+// accumulators in registers, one stage's wgmmas in flight), cooperative (both on one tile, BM/2
+// rows each) or ping-pong (each takes every other tile whole: one's epilogue overlaps the other's
+// mainloop). The epilogue stages the accumulators of one 64-pixel chunk through a shared buffer
+// per consumer warpgroup and walks it pixel-fastest in a rolled loop: consecutive threads store
+// consecutive pixels of one channel (an NCHW output row is contiguous in n), and the generated
+// functor's code exists a few times, not once per accumulator.
+//
+// Taken by conv_auto (conv_patch.cuh) on an sm_90 device in an sm_90a build (KILN_GEMM_SM90A) when
+// plan_conv_wgmma (conv_wgmma_plan.h) accepts the shape: stride 1, C a multiple of 8, a workspace
+// of conv_wgmma_workspace_bytes; otherwise the patch or the gather kernel runs. Generated code
+// passes the workspace only where the schedule enables this kernel (ir::GemmTemplate::conv_wgmma,
+// off by default: this NHWC version has not yet run on a GPU).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "conv_implicit_gemm.cuh"
+#include "conv_wgmma_plan.h"
+#include "gemm_problem.cuh"
+#include "gemm_ptx.cuh"
+#include "gemm_sm90_ptx.cuh"
+#include "gemm_wgmma.cuh"
+
+namespace kiln::gemm {
+
+// The window of `s` as the plan's shape (conv_wgmma_plan.h).
+inline ConvWgmmaShape conv_wgmma_shape(const Problem& p, const ConvShape& s) {
+  ConvWgmmaShape c;
+  c.m = p.m, c.n = p.n, c.k = p.k;
+  c.channels = s.channels, c.height = s.height, c.width = s.width, c.out_height = s.out_height, c.out_width = s.out_width;
+  c.kernel_h = s.kernel_h, c.kernel_w = s.kernel_w, c.stride_h = s.stride_h, c.stride_w = s.stride_w;
+  c.dilation_h = s.dilation_h, c.dilation_w = s.dilation_w, c.pad_h = s.pad_h, c.pad_w = s.pad_w;
+  return c;
+}
+
+// The workspace conv_wgmma needs for `s` as `p`: the repacked weight, then the NHWC image.
+inline int64_t conv_wgmma_workspace_bytes(const Problem& p, const ConvShape& s) {
+  const int64_t out_plane = s.out_height * s.out_width, images = out_plane > 0 ? p.n / out_plane : 0;
+  return conv_wgmma_workspace_bytes(p.m, p.k, images * s.channels * s.height * s.width);
+}
+
+}  // namespace kiln::gemm
+
+namespace kiln::gemm::detail {
+
+// The tiling of the pixels (see the top of this file) and the k loop, per call.
+struct ConvWgmmaArgs {
+  int m = 0;
+  int out_h = 0, out_w = 0;
+  int rows = 1, chunks = 1;            // R output rows x CW 64-column chunks per tile
+  int row_tiles = 0, col_tiles = 0;    // per image
+  int tiles_m = 0;
+  int64_t units = 0;                   // tiles_m * images * row_tiles * col_tiles
+  int channel_blocks = 0, kernel_w = 1, k_steps = 0;
+  int pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+};
+
+template <typename Config>
+struct ConvWgmmaLayout {
+  static constexpr uint32_t kABytes = Config::BM * 64 * 2, kBBytes = Config::BN * 64 * 2;
+  static constexpr uint32_t kStageBytes = kABytes + kBBytes;
+  static constexpr size_t kRingBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
+  // One epilogue buffer per consumer warpgroup: its tile rows x one 64-pixel chunk of fp32,
+  // rows padded by 8 floats (the fragments' float2 writes on distinct banks).
+  static constexpr int kRows = Config::BM / Config::kConsumersPerTile, kEpiStride = 64 + 8;
+  static constexpr size_t kEpiBytes = size_t(kRows) * kEpiStride * 4;
+  static constexpr size_t kSmemBytes = kRingBytes + Config::kConsumers * kEpiBytes;
+};
+
+#if defined(KILN_GEMM_SM90A_DEVICE)
+// One box of a 4-D tensor map into shared memory at `dst`, completing its bytes on `bar`.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_t bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+#endif
+
+template <typename T, typename Config, typename Epilogue>
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    conv_wgmma_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
+                      const ConvWgmmaArgs args, const Epilogue epilogue) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace kiln::gemm::sm90;
+  constexpr int BM = Config::BM, BN = Config::BN, S = Config::STAGES, NC = BN / 64;
+  constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
+  constexpr bool kPingPong = Config::kPingPong;
+  using L = ConvWgmmaLayout<Config>;
+  extern __shared__ __align__(1024) unsigned char conv_wgmma_smem[];
+  const uint32_t base = (smem_addr(conv_wgmma_smem) + 1023u) & ~1023u;
+  const uint32_t bars = base + S * L::kStageBytes;
+  auto full = [&](int s) { return bars + 8u * uint32_t(s); };
+  auto empty = [&](int s) { return bars + 8u * uint32_t(S + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), Config::kConsumersPerTile);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // Unit u -> m tile (fastest), image, first output row and column of the pixel tile.
+  auto decode = [&](int64_t u, int& tm, int& image, int& oh0, int& ow0) {
+    tm = int(u % args.tiles_m);
+    int64_t t = u / args.tiles_m;
+    const int ct = int(t % args.col_tiles);
+    t /= args.col_tiles;
+    const int rt = int(t % args.row_tiles);
+    image = int(t / args.row_tiles);
+    oh0 = rt * args.rows;
+    ow0 = ct * args.chunks * 64;
+  };
+
+  const int wg = int(threadIdx.x) / 128;
+  if (wg == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
+        int tm, image, oh0, ow0;
+        decode(u, tm, image, oh0, ow0);
+        int cb = 0, tap = 0;
+        for (int ks = 0; ks < args.k_steps; ++ks) {
+          const int kh = tap / args.kernel_w, kw = tap - kh * args.kernel_w;
+          mbar_wait(empty(stage), phase ^ 1u);
+          mbar_expect_tx(full(stage), L::kStageBytes);
+          const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
+          tma_load_3d(st, &tma_w, full(stage), 64 * cb, tap, tm * BM);
+          const int ih = oh0 - args.pad_h + kh * args.dil_h, iw = ow0 - args.pad_w + kw * args.dil_w;
+#pragma unroll
+          for (int j = 0; j < NC; ++j) {
+            const int r = j / args.chunks, c = j - r * args.chunks;
+            tma_load_4d(st + L::kABytes + 8192u * j, &tma_x, full(stage), 64 * cb, iw + 64 * c, ih + r, image);
+          }
+          if (++cb == args.channel_blocks) cb = 0, ++tap;
+          if (++stage == S) stage = 0, phase ^= 1u;
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
+    const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc[MI][BN / 2];
+    constexpr int R = L::kRows, CS = L::kEpiStride;
+    float* const buf = reinterpret_cast<float*>(conv_wgmma_smem + (base - smem_addr(conv_wgmma_smem)) + S * L::kStageBytes +
+                                                16 * S + size_t(cw) * L::kEpiBytes);
+    const int64_t out_plane = int64_t(args.out_h) * args.out_w;
+    int64_t local = 0;  // the CTA's units in order; ping-pong: warpgroup cw takes those with local % 2 == cw
+    for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x, ++local) {
+      if (kPingPong && local % 2 != cw) {  // the other warpgroup's unit: skip its stages in the ring
+        const int skip = args.k_steps;
+        stage += skip % S;
+        phase ^= uint32_t((skip / S) & 1);
+        if (stage >= S) stage -= S, phase ^= 1u;
+        continue;
+      }
+      int tm, image, oh0, ow0;
+      decode(u, tm, image, oh0, ow0);
+      // Ping-pong order (as gemm_wgmma.cuh): this warpgroup's mainloop starts once the other one
+      // has waited on every stage of its previous unit.
+      if (kPingPong && local > 0) named_barrier_sync(1 + cw, 256);
+      int prev = -1;
+      for (int ks = 0; ks < args.k_steps; ++ks) {
+        mbar_wait(full(stage), phase);
+        const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) {
+            const uint64_t da = smem_desc(st + 8192u * uint32_t(row0 + mi) + 32u * kk, 16, 1024);
+            const uint64_t db = smem_desc(st + L::kABytes + 32u * kk, 16, 1024);
+            wgmma<BN, 0, 0, T>(acc[mi], da, db, (ks > 0 || kk > 0) ? 1 : 0);
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
+        if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
+        prev = stage;
+        if (++stage == S) stage = 0, phase ^= 1u;
+      }
+      if (kPingPong) named_barrier_arrive(2 - cw, 256);  // the other warpgroup's turn
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int e = 0; e < BN / 2; ++e) fence_operand(acc[mi][e]);
+      if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
+
+      // Accumulator layout of wgmma m64nN: element 4i + e of a thread is row 16 warp + lane/4 +
+      // 8 (e/2), column 8i + 2 (lane%4) + e%2. Chunk j (columns 64j ..) is box j: output row
+      // oh0 + j / CW, columns ow0 + 64 (j % CW) + 0..63.
+      const int64_t m0 = int64_t(tm) * BM + 64 * row0;
+#pragma unroll 1
+      for (int chunk = 0; chunk < NC; ++chunk) {
+        named_barrier_sync(3 + cw, 128);  // every thread of the warpgroup has read the buffer's last use
+#pragma unroll
+        for (int cc = 0; cc < NC; ++cc) {
+          if (cc != chunk) continue;
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int i = 8 * cc; i < 8 * cc + 8; ++i) {
+                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * i - 64 * cc + 2 * (lane % 4);
+                *reinterpret_cast<float2*>(buf + r * CS + c) = make_float2(acc[mi][4 * i + 2 * h], acc[mi][4 * i + 2 * h + 1]);
+              }
+        }
+        named_barrier_sync(3 + cw, 128);
+        const int rr = chunk / args.chunks, oh = oh0 + rr, owc = ow0 + 64 * (chunk - rr * args.chunks);
+        if (oh >= args.out_h) continue;
+        const int64_t n_row = int64_t(image) * out_plane + int64_t(oh) * args.out_w;
+#pragma unroll 2
+        for (int idx = tid; idx < R * 64; idx += 128) {
+          const int r = idx / 64, c = idx % 64;
+          const int64_t m = m0 + r;
+          if (m < args.m && owc + c < args.out_w) epilogue(0, m, n_row + owc + c, buf[r * CS + c]);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// W'[m][tap][c] = A(m, k = c * taps + tap): the weight with each tap's channels contiguous.
+template <typename T>
+__global__ void conv_wgmma_repack_kernel(const T* __restrict__ a, int64_t stride_mn, int64_t stride_k, T* __restrict__ out,
+                                         int64_t m, int64_t channels, int64_t taps) {
+  const int64_t total = m * taps * channels;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i % channels, t = i / channels, tap = t % taps, row = t / taps;
+    out[i] = a[row * stride_mn + (c * taps + tap) * stride_k];
+  }
+}
+
+// x[image][c][h*w] -> out[image][h*w][c] (NCHW -> NHWC), through 64 x 64 shared tiles: reads
+// coalesced along the pixels, writes along the channels.
+template <typename T>
+__global__ void conv_wgmma_nhwc_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t channels, int64_t plane) {
+  __shared__ T tile[64][65];
+  const int64_t image = blockIdx.z, c0 = int64_t(blockIdx.y) * 64;
+  const T* src = x + image * channels * plane;
+  T* dst = out + image * channels * plane;
+  for (int64_t p0 = int64_t(blockIdx.x) * 64; p0 < plane; p0 += int64_t(gridDim.x) * 64) {
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+      const int r = i / 64, col = i % 64;  // r: channel, col: pixel
+      if (c0 + r < channels && p0 + col < plane) tile[r][col] = src[(c0 + r) * plane + p0 + col];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+      const int r = i / 64, col = i % 64;  // r: pixel, col: channel
+      if (p0 + r < plane && c0 + col < channels) dst[(p0 + r) * channels + c0 + col] = tile[col][r];
+    }
+    __syncthreads();
+  }
+}
+
+// A tiled tensor map of rank 3 or 4, 128-byte swizzle, reusing one of the last few this thread
+// encoded (generated code calls the same shapes on the same buffers every inference).
+struct ConvTensorMapKey {
+  const void* data;
+  uint32_t rank;
+  uint64_t dims[4];
+  uint64_t strides[3];  // bytes, axes 1..rank-1
+  uint32_t box[4];
+  int bf16;
+  bool operator==(const ConvTensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+};
+
+inline bool encode_conv_tensor_map(const ConvTensorMapKey& key, CUtensorMap& out) {
+  constexpr int kSlots = 16;
+  thread_local ConvTensorMapKey keys[kSlots];
+  thread_local CUtensorMap maps[kSlots];
+  thread_local int used = 0, next = 0;
+  for (int i = 0; i < used; ++i)
+    if (keys[i] == key) {
+      out = maps[i];
+      return true;
+    }
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (!encode) return false;
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  const CUresult r = encode(&out, key.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, key.rank,
+                            const_cast<void*>(key.data), key.dims, key.strides, key.box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  keys[next] = key;
+  maps[next] = out;
+  next = (next + 1) % kSlots;
+  if (used < kSlots) ++used;
+  return true;
+}
+
+// Launches of the Hopper convolution by this thread (lets a harness tell it from the fallbacks).
+inline thread_local int64_t conv_wgmma_launches = 0;
+
+}  // namespace kiln::gemm::detail
+
+namespace kiln::gemm {
+
+// Whether this build has the Hopper convolution (the Hopper GEMM's build).
+constexpr bool kConvWgmmaBuilt = kWgmmaBuilt;
+
+// The Hopper convolution with tiles `Config` (a WgmmaConfig) for `s` as `p`, the weight repacked
+// into `workspace`; cudaErrorNotSupported (nothing launched) where it cannot run: another device
+// or build, or plan_conv_wgmma refuses the shape.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes,
+                       cudaStream_t stream) {
+  static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "conv_wgmma<T>: 16-bit T");
+  static_assert(Epilogue::kNumB == 1, "a convolution has one B operand");
+  static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
+                "conv_wgmma: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
+  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 <= 128, "conv_wgmma: at most 128 accumulators per thread");
+  static_assert(detail::ConvWgmmaLayout<Config>::kSmemBytes <= 227 * 1024, "conv_wgmma: shared memory over 227 KB");
+  if constexpr (kConvWgmmaBuilt) {
+    static const int sm90 = detail::device_is_sm90();
+    if (!sm90 || p.batch() != 1 || p.num_b != 1) return cudaErrorNotSupported;
+    const ConvWgmmaPlan plan = plan_conv_wgmma(conv_wgmma_shape(p, s), Config::BN,
+                                               workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0, workspace_bytes);
+    if (!plan.use) return cudaErrorNotSupported;
+    const bool bf16 = std::is_same<T, __nv_bfloat16>::value;
+    const int64_t taps = int64_t(s.kernel_h) * s.kernel_w, images = plan.images;
+    // The weight as W'[OC][taps][C] (3-D map: C, taps, OC; box 64 x 1 x BM).
+    CUtensorMap mw, mx;
+    detail::ConvTensorMapKey kw{};
+    kw.data = workspace, kw.rank = 3, kw.bf16 = bf16;
+    kw.dims[0] = uint64_t(s.channels), kw.dims[1] = uint64_t(taps), kw.dims[2] = uint64_t(p.m), kw.dims[3] = 1;
+    kw.strides[0] = uint64_t(s.channels * 2), kw.strides[1] = uint64_t(s.channels * taps * 2);
+    kw.box[0] = 64, kw.box[1] = 1, kw.box[2] = uint32_t(Config::BM), kw.box[3] = 1;
+    // The image's NHWC copy, after the weight, as (C, W, H, N) (box 64 x 64 x 1 x 1): each box
+    // lands as [64 w][64 c].
+    T* const x_nhwc = static_cast<T*>(workspace) + p.m * p.k;
+    detail::ConvTensorMapKey kx{};
+    kx.data = x_nhwc, kx.rank = 4, kx.bf16 = bf16;
+    kx.dims[0] = uint64_t(s.channels), kx.dims[1] = uint64_t(s.width), kx.dims[2] = uint64_t(s.height), kx.dims[3] = uint64_t(images);
+    kx.strides[0] = uint64_t(s.channels * 2), kx.strides[1] = uint64_t(s.width * s.channels * 2),
+    kx.strides[2] = uint64_t(s.channels * s.height * s.width * 2);
+    kx.box[0] = 64, kx.box[1] = 64, kx.box[2] = 1, kx.box[3] = 1;
+    for (uint64_t st : kx.strides)
+      if (st >= (uint64_t(1) << 40)) return cudaErrorNotSupported;
+    if (!detail::encode_conv_tensor_map(kw, mw) || !detail::encode_conv_tensor_map(kx, mx)) return cudaErrorNotSupported;
+
+    detail::ConvWgmmaArgs args;
+    args.rows = plan.rows, args.chunks = plan.chunks;
+    const int64_t row_tiles = plan.row_tiles, col_tiles = plan.col_tiles;
+    const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, channel_blocks = (s.channels + 63) / 64;
+    if (taps * channel_blocks >= (int64_t(1) << 31)) return cudaErrorNotSupported;
+    args.m = int(p.m), args.out_h = int(s.out_height), args.out_w = int(s.out_width);
+    args.row_tiles = int(row_tiles), args.col_tiles = int(col_tiles), args.tiles_m = int(tiles_m);
+    args.units = tiles_m * images * row_tiles * col_tiles;
+    args.channel_blocks = int(channel_blocks), args.kernel_w = s.kernel_w, args.k_steps = int(taps * channel_blocks);
+    args.pad_h = s.pad_h, args.pad_w = s.pad_w, args.dil_h = s.dilation_h, args.dil_w = s.dilation_w;
+
+    const int64_t total = p.m * p.k, blocks = (total + 255) / 256;
+    detail::conv_wgmma_repack_kernel<T><<<unsigned(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+        static_cast<const T*>(p.a.data), p.a.stride_mn, p.a.stride_k, static_cast<T*>(workspace), p.m, s.channels, taps);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const int64_t plane = s.height * s.width, pixel_blocks = (plane + 63) / 64;
+    detail::conv_wgmma_nhwc_kernel<T><<<dim3(unsigned(pixel_blocks < 1024 ? pixel_blocks : 1024), unsigned((s.channels + 63) / 64),
+                                          unsigned(images)),
+                                     256, 0, stream>>>(static_cast<const T*>(s.x), x_nhwc, s.channels, plane);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    using L = detail::ConvWgmmaLayout<Config>;
+    auto kernel = detail::conv_wgmma_kernel<T, Config, Epilogue>;
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
+    if (e != cudaSuccess) return e;
+    const int64_t sms = detail::device_sm_count();
+    const int grid = int(args.units < sms ? args.units : sms);
+    kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(mw, mx, args, epilogue);
+    ++detail::conv_wgmma_launches;
+    return cudaGetLastError();
+  } else {
+    (void)p, (void)s, (void)epilogue, (void)workspace, (void)workspace_bytes, (void)stream;
+    return cudaErrorNotSupported;
+  }
+}
+
+// The tiles conv_auto gives the Hopper convolution: at most 64 output channels, 64 x 256
+// ping-pong (BM = 64: no half-empty m64 blocks); more, 128 x 128 ping-pong (each warpgroup a
+// whole tile, one's epilogue under the other's mainloop: K is short, 9-18 k-steps for 3x3).
+using ConvWgmmaNarrow = WgmmaConfig<64, 256, 4, 1>;
+using ConvWgmmaWide = WgmmaConfig<128, 128, 4, 1>;
+
+template <typename T, typename Epilogue>
+cudaError_t conv_wgmma_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes,
+                            cudaStream_t stream) {
+  return p.m <= 64 ? conv_wgmma<T, ConvWgmmaNarrow>(p, s, epilogue, workspace, workspace_bytes, stream)
+                   : conv_wgmma<T, ConvWgmmaWide>(p, s, epilogue, workspace, workspace_bytes, stream);
+}
+
+}  // namespace kiln::gemm
