@@ -39,7 +39,8 @@
 // plan_conv_wgmma (conv_wgmma_plan.h) accepts the shape: stride 1, C a multiple of 8, a workspace
 // of conv_wgmma_workspace_bytes; otherwise the patch or the gather kernel runs. Generated code
 // passes the workspace only where the schedule enables this kernel (ir::GemmTemplate::conv_wgmma,
-// off by default: this NHWC version has not yet run on a GPU).
+// off by default: checked correct on an H200, but not faster than conv_patch there yet; see
+// bench/gemm/NOTES_conv.md).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 

@@ -32,7 +32,7 @@ struct CompileOptions {
   bool no_build = false;
   std::string records;  // "": the default cache folder when it exists
   bool tf32 = false;     // float32 contractions may use TF32 tensor cores
-  bool conv_wgmma = false;  // convolutions try the Hopper kernel (experimental: not yet checked on a GPU)
+  bool conv_wgmma = false;  // convolutions try the Hopper kernel (experimental: correct on an H200, not yet faster)
   bool model_library = false;  // --model
   bool reference = false;      // --reference
 };
@@ -247,7 +247,8 @@ void register_compile(CLI::App& app) {
                 "Let float32 MatMul/Gemm run on tensor cores in TF32 (10-bit mantissas: about 1e-3 relative "
                 "error). Without it float32 contractions stay exact FP32");
   cmd->add_flag("--conv-wgmma", options->conv_wgmma,
-                "Experimental, not yet checked on a GPU: float16/bfloat16 convolutions try the Hopper kernel "
+                "Experimental (correct on an H200, not yet faster than the default kernels): float16/bfloat16 "
+                "convolutions try the Hopper kernel "
                 "(kernels/gemm/conv_wgmma.cuh, sm_90) first, with a workspace for the repacked weight and an NHWC "
                 "copy of the image");
   cmd->add_option("--records", options->records,

@@ -46,7 +46,7 @@ struct DefaultScheduleOptions {
   int64_t gemv_warps = 0;
   int64_t wgmma_wide_min_k = 4096;
   // Convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh) first (ir::GemmTemplate::
-  // conv_wgmma). Off: its first GPU run failed and the fixed version is not yet checked on a GPU.
+  // conv_wgmma). Off: correct on an H200, not yet faster than the patch kernel (bench/gemm/NOTES_conv.md).
   bool conv_wgmma = false;
 };
 
