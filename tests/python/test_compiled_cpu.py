@@ -94,7 +94,7 @@ def test_wrong_rank(fn):
 
 
 def test_wrong_count(raw_fn):
-    expect(TypeError, f"{SIG}: takes 13 tensors, got 2", raw_fn, rand32(2, 3, HIDDEN), nan32(2, 3, HIDDEN))
+    expect(TypeError, f"{SIG}: takes 8 tensors, got 2", raw_fn, rand32(2, 3, HIDDEN), nan32(2, 3, HIDDEN))
 
 
 def test_wrong_weight_shape(raw_fn):
