@@ -44,7 +44,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <cstring>
 #include <type_traits>
 
 #include "conv_implicit_gemm.cuh"
@@ -295,41 +294,6 @@ __global__ void conv_wgmma_nhwc_kernel(const T* __restrict__ x, T* __restrict__ 
   }
 }
 
-// A tiled tensor map of rank 3 or 4, 128-byte swizzle, reusing one of the last few this thread
-// encoded (generated code calls the same shapes on the same buffers every inference).
-struct ConvTensorMapKey {
-  const void* data;
-  uint32_t rank;
-  uint64_t dims[4];
-  uint64_t strides[3];  // bytes, axes 1..rank-1
-  uint32_t box[4];
-  int bf16;
-  bool operator==(const ConvTensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
-};
-
-inline bool encode_conv_tensor_map(const ConvTensorMapKey& key, CUtensorMap& out) {
-  constexpr int kSlots = 16;
-  thread_local ConvTensorMapKey keys[kSlots];
-  thread_local CUtensorMap maps[kSlots];
-  thread_local int used = 0, next = 0;
-  for (int i = 0; i < used; ++i)
-    if (keys[i] == key) {
-      out = maps[i];
-      return true;
-    }
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (!encode) return false;
-  const cuuint32_t elem[4] = {1, 1, 1, 1};
-  const CUresult r = encode(&out, key.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, key.rank,
-                            const_cast<void*>(key.data), key.dims, key.strides, key.box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return false;
-  keys[next] = key;
-  maps[next] = out;
-  next = (next + 1) % kSlots;
-  if (used < kSlots) ++used;
-  return true;
-}
 
 // Launches of the Hopper convolution by this thread (lets a harness tell it from the fallbacks).
 inline thread_local int64_t conv_wgmma_launches = 0;
@@ -364,7 +328,7 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     const int64_t taps = int64_t(s.kernel_h) * s.kernel_w, images = plan.images;
     // The weight as W'[OC][taps][C] (3-D map: C, taps, OC; box 64 x 1 x BM).
     CUtensorMap mw, mx;
-    detail::ConvTensorMapKey kw{};
+    detail::TensorMapKey kw{};
     kw.data = workspace, kw.rank = 3, kw.bf16 = bf16;
     kw.dims[0] = uint64_t(s.channels), kw.dims[1] = uint64_t(taps), kw.dims[2] = uint64_t(p.m), kw.dims[3] = 1;
     kw.strides[0] = uint64_t(s.channels * 2), kw.strides[1] = uint64_t(s.channels * taps * 2);
@@ -372,7 +336,7 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     // The image's NHWC copy, after the weight, as (C, W, H, N) (box 64 x 64 x 1 x 1): each box
     // lands as [64 w][64 c].
     T* const x_nhwc = static_cast<T*>(workspace) + p.m * p.k;
-    detail::ConvTensorMapKey kx{};
+    detail::TensorMapKey kx{};
     kx.data = x_nhwc, kx.rank = 4, kx.bf16 = bf16;
     kx.dims[0] = uint64_t(s.channels), kx.dims[1] = uint64_t(s.width), kx.dims[2] = uint64_t(s.height), kx.dims[3] = uint64_t(images);
     kx.strides[0] = uint64_t(s.channels * 2), kx.strides[1] = uint64_t(s.width * s.channels * 2),
@@ -380,7 +344,7 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     kx.box[0] = 64, kx.box[1] = 64, kx.box[2] = 1, kx.box[3] = 1;
     for (uint64_t st : kx.strides)
       if (st >= (uint64_t(1) << 40)) return cudaErrorNotSupported;
-    if (!detail::encode_conv_tensor_map(kw, mw) || !detail::encode_conv_tensor_map(kx, mx)) return cudaErrorNotSupported;
+    if (!detail::encode_tensor_map(kw, mw) || !detail::encode_tensor_map(kx, mx)) return cudaErrorNotSupported;
 
     detail::ConvWgmmaArgs args;
     args.rows = plan.rows, args.chunks = plan.chunks;

@@ -361,15 +361,18 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// One operand as a 3-D tiled tensor map: (contiguous axis, strided axis, flat batch).
+// A tiled tensor map (128-byte swizzle) of rank 3 (a GEMM operand: contiguous axis, strided axis,
+// flat batch) or 4 (conv_wgmma.cuh's image). No padding bytes, so memcmp compares the fields only.
 struct TensorMapKey {
   const void* data;
-  uint64_t dims[3];
-  uint64_t strides[2];  // bytes, axes 1 and 2
-  uint32_t box[2];
-  int bf16;
+  uint64_t dims[4];
+  uint64_t strides[3];              // bytes, axes 1 .. rank - 1
+  uint32_t box[4] = {0, 0, 1, 1};   // box[k] for k >= 2: 1 unless set
+  uint32_t rank = 3;
+  int32_t bf16;
   bool operator==(const TensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
+static_assert(sizeof(TensorMapKey) == 88, "TensorMapKey: no padding bytes");
 
 // Encodes the map, reusing one of the last few this thread encoded (generated code calls the
 // same shapes on the same buffers every inference). Returns false where the driver refuses it.
@@ -385,9 +388,9 @@ inline bool encode_tensor_map(const TensorMapKey& key, CUtensorMap& out) {
     }
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) return false;
-  const cuuint32_t box[3] = {key.box[0], key.box[1], 1}, elem[3] = {1, 1, 1};
-  const CUresult r = encode(&out, key.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                            const_cast<void*>(key.data), key.dims, key.strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  const CUresult r = encode(&out, key.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, key.rank,
+                            const_cast<void*>(key.data), key.dims, key.strides, key.box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return false;
   keys[next] = key;
