@@ -61,6 +61,21 @@ TEST(Reshape, SymbolicShapeFromShapeGatherConcat) {
   EXPECT_EQ(out[0].get_double(383), 383.0);
 }
 
+// A Gather by a single known index (a literal re-indexing) checks the index when compiling;
+// a negative one counts from the end.
+TEST(Gather, KnownScalarIndexOutOfRangeNamesIndexAndExtent) {
+  OpsTestGraph b;
+  const int x = b.input("x", DType::Float32, {3, 2});
+  b.output(b.node("g", OpKind::Gather, {x, b.constant("i", test::tensor(DType::Int64, {}, {3}))}));
+  EXPECT_EQ(b.error(), "node 'g' (Gather): index 3 is out of range for axis 0 of extent 3");
+
+  OpsTestGraph last;
+  const int y = last.input("y", DType::Float32, {3, 2});
+  last.output(last.node("g", OpKind::Gather, {y, last.constant("i", test::tensor(DType::Int64, {}, {-1}))}));
+  const auto out = run_graph_on_cpu(last.graph, {{"y", test::float_tensor({3, 2}, {1, 2, 3, 4, 5, 6})}});
+  EXPECT_EQ(test::values_of(out[0]), (std::vector<double>{5, 6}));
+}
+
 TEST(Concat, RankMismatch) {
   OpsTestGraph b;
   const int x = b.input("x", DType::Float32, {2, 3});
