@@ -39,6 +39,12 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
+// Fetches a tensor map (a __grid_constant__ parameter) into the TMA unit's descriptor cache ahead of
+// its first load, so that the first stage's latency is the data's alone.
+__device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");
+}
+
 // One box of a 3-D tensor map into shared memory at `dst`, completing `bytes` on `bar`.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* tensor_map, uint32_t bar, int c0, int c1, int c2) {
   asm volatile(

@@ -95,6 +95,12 @@ struct WgmmaLayout {
 
 constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
 
+// Trace points for bench/gemm/wgmma_probe.cu, which defines the macro before including this
+// header (a globaltimer stamp per CTA and point); nothing otherwise.
+#ifndef KILN_WGMMA_TRACE
+#define KILN_WGMMA_TRACE(point)
+#endif
+
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b0,
@@ -112,6 +118,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   auto full = [&](int s) { return bars + 8u * uint32_t(s); };
   auto empty = [&](int s) { return bars + 8u * uint32_t(S + s); };
   if (threadIdx.x == 0) {
+    KILN_WGMMA_TRACE(0);
+    prefetch_tensor_map(&tma_a);
+    prefetch_tensor_map(&tma_b0);
+    if (NB == 2) prefetch_tensor_map(&tma_b1);
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 1);
       mbar_init(empty(s), Config::kConsumersPerTile);
@@ -119,6 +129,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
+  if (threadIdx.x == 0) KILN_WGMMA_TRACE(1);
 
   // Work unit u -> (batch, tile row, tile column, split).
   const int64_t per_batch = int64_t(args.tiles_m) * args.tiles_n;
@@ -174,6 +185,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           if (++stage == S) stage = 0, phase ^= 1u;
         }
       }
+      KILN_WGMMA_TRACE(2);
     }
   } else {
     setmaxnreg_inc<232>();
@@ -201,6 +213,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       int prev = -1;
       for (int ks = ks0; ks < ks1; ++ks) {
         mbar_wait(full(stage), phase);
+        if (ks == ks0 && tid == 0 && local < 2) KILN_WGMMA_TRACE(3 + 3 * cw);
         const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
         wgmma_fence();
 #pragma unroll
@@ -232,6 +245,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < BN / 2; ++e) fence_operand(acc[j][mi][e]);
       if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
+      if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
 
       // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of
       // a thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2.
@@ -291,6 +305,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       // chunk, since registers cannot be indexed at run time.
       constexpr int CN = L::kEpiCols, CS = L::kEpiStride, CH = CN / 2;  // CH: per m64 block and B
       constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : BN / CN;
+      constexpr int kChunkElements = R * CN / 128;  // per thread and chunk
+      constexpr int kEdgeBlock = EpilogueIsLong<Epilogue>::value || kChunkElements < 4 ? 1 : 4;
       float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
                                                   size_t(cw) * L::kEpiBytes);
       const bool rows_in = m0 + R <= args.m;
@@ -321,18 +337,45 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if (rows_in && n0 + (chunk + 1) * CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
           if constexpr (kPrefetch) {  // every per-row load of the chunk in flight before the first call
 #pragma unroll
-            for (int t = 0; t < R * CN / 128; ++t) {
+            for (int t = 0; t < kChunkElements; ++t) {
               const int idx = tid + 128 * t;
               epilogue.prefetch(b, m0 + idx / CN, n0 + chunk * CN + idx % CN);
             }
           }
 #pragma unroll
-          for (int t = 0; t < R * CN / 128; ++t) element(t);
+          for (int t = 0; t < kChunkElements; ++t) element(t);
         } else {
+          // A chunk cut by M or N. A thread's column (idx % CN) is the same for every t and its row
+          // steps by 128 / CN, so its elements inside the output are a prefix t < t_end: blocks of
+          // kEdgeBlock elements that lie wholly inside run unrolled and unchecked (their loads in
+          // flight together), the rest one at a time; the per-row loads prefetched first. (A call's
+          // loads cannot be issued ahead of a bounds test before it: one call per test costs a
+          // memory latency each, 20 us on the last tile row of a 1576-row residual GEMM.)
+          constexpr int kRowStep = 128 / CN;
+          const int64_t rows_left = args.m - m0 - tid / CN;
+          int t_end = rows_left <= 0 ? 0 : rows_left >= int64_t(kRowStep) * kChunkElements ? kChunkElements : int((rows_left + kRowStep - 1) / kRowStep);
+          if (n0 + chunk * CN + tid % CN >= args.n) t_end = 0;
+          if constexpr (kPrefetch) {
+#pragma unroll
+            for (int t = 0; t < kChunkElements; ++t) {
+              const int idx = tid + 128 * t;
+              if (t < t_end) epilogue.prefetch(b, m0 + idx / CN, n0 + chunk * CN + idx % CN);
+            }
+          }
+          if constexpr (kEdgeBlock == 1) {  // a long functor: its code once
 #pragma unroll 1
-          for (int t = 0; t < R * CN / 128; ++t) {
-            const int idx = tid + 128 * t;
-            if (m0 + idx / CN < args.m && n0 + chunk * CN + idx % CN < args.n) element(t);
+            for (int t = 0; t < t_end; ++t) element(t);
+          } else {
+#pragma unroll
+            for (int t0 = 0; t0 < kChunkElements; t0 += kEdgeBlock) {
+              if (t0 + kEdgeBlock <= t_end) {
+#pragma unroll
+                for (int t = t0; t < t0 + kEdgeBlock; ++t) element(t);
+              } else {
+#pragma unroll 1
+                for (int t = t0; t < t_end; ++t) element(t);
+              }
+            }
           }
         }
 #pragma unroll
@@ -343,6 +386,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             for (int e = 0; e + CH < BN / 2; ++e) acc[j][mi][e] = acc[j][mi][e + CH];
       }
     }
+    if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
   }
 #endif
 }

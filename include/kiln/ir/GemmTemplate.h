@@ -38,13 +38,15 @@ struct GemmTemplate {
   GemmTile dual_tile{128, 128, 32, 2, 4, 3};
   // Above mid_max_m on Hopper: `tile` / `dual_tile` become the fallback of these (when `wgmma`).
   // The wide tile runs when its tiles fill every SM and K >= wgmma_wide_min_k (decided per call,
-  // kiln::gemm::wgmma_prefers_wide), the narrow one otherwise (few tiles, or a short K whose
-  // epilogue a ping-pong schedule hides).
+  // kiln::gemm::wgmma_prefers_wide), the narrow one otherwise (few tiles, or a short K). Both
+  // cooperative: measured on H200 (bench/gemm/NOTES.md, session 6), 128x128 cooperative beats
+  // 128x128 ping-pong on every ViT and Linear M = 816 shape, since a ping-pong warpgroup runs the
+  // whole tile's epilogue alone.
   bool wgmma = true;
   GemmWgmmaTile wgmma_tile{128, 256, 4, false};
-  GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, true};
+  GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, false};
   int64_t wgmma_wide_min_k = 4096;
-  GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
+  GemmWgmmaTile wgmma_dual_tile{128, 128, 4, false};
   // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
   // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};
