@@ -24,6 +24,13 @@ if [ -x "${PROBE_BIN:-}" ]; then cp "$PROBE_BIN" $build/probe; echo "(binary bui
 else $cmd || { echo "build failed"; exit 2; }; fi
 timeout ${PROBE_TIMEOUT:-240} $build/probe >> "$res" 2>&1
 echo "probe exit status $?" | tee -a "$res"
+if [ "${PROBE_SANITIZE:-0}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    echo "## compute-sanitizer --tool $tool $build/probe small" | tee -a "$res"
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 5 $build/probe small 2>&1 | tail -4 | tee -a "$res"
+    echo "exit status: ${PIPESTATUS[0]}" | tee -a "$res"
+  done
+fi
 if [ "${PROBE_NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   timeout 200 ncu --set full --import-source yes -k regex:wgmma_gemm_kernel -c 1 -o $build/rep -f $build/probe ncu > /dev/null 2>&1
   {

@@ -8,6 +8,7 @@
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A \
 //        -I kernels/gemm bench/gemm/wgmma_probe.cu -o wgmma_probe -lcublas && ./wgmma_probe
 //   ./wgmma_probe ncu  (one launch of the store epilogue at 1576x768x768, for ncu -k regex:wgmma)
+//   ./wgmma_probe small  (checks only, on edge shapes: what compute-sanitizer runs)
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 
@@ -262,6 +263,22 @@ int main(int argc, char** argv) {
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return 1;
   Timer timer;
+  if (argc > 1 && std::strcmp(argv[1], "small") == 0) {  // checks only, edge shapes: for compute-sanitizer
+    int failures = 0;
+    for (const Case& c : std::vector<Case>{{1000, 640, 520, ""}, {300, 100, 200, ""}, {200, 72, 40, ""}, {1576, 768, 768, ""}, {129, 264, 136, ""}}) {
+      Operands o(c);
+      for (Config cfg : {kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128}) {
+        const bool dual = cfg == kDualPingPong64 || cfg == kDualCoop128;
+        for (int epi : dual ? std::vector<int>{3} : std::vector<int>{0, 1, 2}) {
+          const bool ok = o.check(cfg, epi);
+          failures += !ok;
+          std::printf("%lldx%lldx%lld %s %s: %s\n", (long long)c.m, (long long)c.n, (long long)c.k, config_name(cfg), epi_name(epi), ok ? "ok" : "FAIL");
+        }
+      }
+    }
+    std::printf("failures: %d\n", failures);
+    return failures ? 1 : 0;
+  }
   if (ncu) {
     Operands o({1576, 768, 768, "ViT proj"});
     o.launch(kCoop128, 1);
