@@ -51,7 +51,7 @@ if [[ ",$steps," == *",conformance,"* ]]; then
   wheel="$OUT/cuda_conformance_wheel_${date}${tag}.txt"
   {
     echo "# onnx $(python3 -c 'import onnx; print(onnx.__version__)') node cases, kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader), $date, commit ${KILN_COMMIT:-unknown}"
-    python3 tests/conformance/onnx_wheel_cases.py /tmp/kiln-wheel-cases > /dev/null
+    python3 tests/conformance/onnx_wheel_cases.py /tmp/kiln-wheel-cases 2>&1 | tail -n 3  # its errors in the file too
     start=$(date +%s)
     timeout "${WHEEL_TIMEOUT:-300}" "$carry/kiln" test-onnx /tmp/kiln-wheel-cases --backend cuda --cuda-arch sm_90 --cuda-jobs 16 \
       --cuda-work-dir /tmp/kiln-cuda-wheel --skip-list tests/conformance/onnx_wheel_known_bad.txt -v 2>&1
