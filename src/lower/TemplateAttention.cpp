@@ -274,9 +274,12 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
     p_stage = s;
   }
   p = strip_casts(p);
-  const Select* guard = p.as<Select>();  // ops/Attention.cpp: 0 for a row whose keys are all masked
-  if (guard) {
+  // ops/Attention.cpp: 0 for a row whose keys are all masked. The condition is kept by value: the
+  // Select may be owned by p alone (p = substitute(...) above), and p is about to be replaced.
+  Expr guard_condition;
+  if (const Select* guard = p.as<Select>()) {
     if (!is_zero(strip_casts(guard->true_value))) return std::nullopt;
+    guard_condition = guard->condition;
     p = strip_casts(guard->false_value);
   }
   const Div* div = p.as<Div>();
@@ -286,10 +289,10 @@ std::optional<AttentionGroup> match(size_t ci, const std::vector<LoweringStage>&
   auto numerator = shifted_exp(div->a, index, &max_stage);
   if (!sum_read || !numerator) return std::nullopt;
   const auto& [logits, max_read] = *numerator;
-  if (guard) {
+  if (guard_condition.defined()) {
     const Expr m = TensorRead::make(max_read->tensor, max_read->indices);
     const Expr expected = call(Intrinsic::IsInf, m) && m < make_zero(m.type());
-    if (!same_expr(guard->condition, expected)) return std::nullopt;
+    if (!same_expr(guard_condition, expected)) return std::nullopt;
   }
   auto max_source = row_source(stages[max_stage].inlined, ReduceKind::Max, max_read, j, pv->k_ext);
   auto sum_source = row_source(stages[sum_stage].inlined, ReduceKind::Sum, sum_read, j, pv->k_ext);

@@ -41,7 +41,7 @@ struct DefaultScheduleOptions {
   // Contraction templates (kernels/gemm/, ir::GemmTemplate): warps per block of the small-M
   // kernel (0: by N: 4 above 4096 columns, 16 up to 4096, 8 when N is a symbol; else 4, 8 or 16),
   // and the K from which the wide Hopper tile (128x256, cooperative) runs when its tiles fill every
-  // SM (below it, or with fewer tiles, the 128x128 ping-pong tile). Only compiled, checked
+  // SM (below it, or with fewer tiles, the 128x128 cooperative tile). Only compiled, checked
   // configurations are reachable.
   int64_t gemv_warps = 0;
   int64_t wgmma_wide_min_k = 4096;
