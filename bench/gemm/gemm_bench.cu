@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../../kernels/gemm/kiln_gemm.cuh"
+#include "bench_timer.cuh"
 
 #ifndef BENCH_TC_ALL
 #define BENCH_TC_ALL 1
@@ -52,14 +53,6 @@ static const double kEpsT = 1.0 / 2048;
 static const cudaDataType kCublasT = CUDA_R_16F;
 #endif
 
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      exit(2);                                                                                \
-    }                                                                                         \
-  } while (0)
 #define CHECK_CUBLAS(x)                                                              \
   do {                                                                               \
     cublasStatus_t s_ = (x);                                                         \
@@ -478,36 +471,7 @@ static CheckResult check(Operands& o, Path path, Epi epi, void* ws, int64_t ws_b
   return r;
 }
 
-// ---- timing ----
-struct Timer {
-  void* flush = nullptr;
-  size_t flush_bytes = size_t(256) << 20;
-  cudaEvent_t start, stop;
-  int reps = 20;
-  Timer() {
-    CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
-    CHECK_CUDA(cudaEventCreate(&start));
-    CHECK_CUDA(cudaEventCreate(&stop));
-  }
-  template <typename F>
-  double median_us(F&& launch) {
-    for (int i = 0; i < 2; ++i) launch();
-    CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<float> ts;
-    for (int i = 0; i < reps; ++i) {
-      CHECK_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, 0));
-      CHECK_CUDA(cudaEventRecord(start, 0));
-      launch();
-      CHECK_CUDA(cudaEventRecord(stop, 0));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      ts.push_back(ms * 1000.0f);
-    }
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
-  }
-};
+// ---- timing: Timer (bench_timer.cuh) ----
 
 // The read ceiling: every 16 bytes of `bytes` read once (no L1), folded so it cannot be elided.
 __global__ void __launch_bounds__(256) read_kernel(const uint4* p, int64_t n16, unsigned* sink) {

@@ -30,19 +30,11 @@ __device__ __forceinline__ unsigned long long globaltimer() {
   return t;
 }
 #define KILN_WGMMA_TRACE(point) (g_trace[blockIdx.x * kTracePoints + (point)] = globaltimer())
+#include "bench_timer.cuh"
 #include "kiln_gemm.cuh"
 
 namespace kg = kiln::gemm;
 using T = __half;
-
-#define CHECK_CUDA(x)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 // Stores only an accumulator that is NaN (never, on these inputs): the mainloop cannot be elided,
 // the epilogue costs nothing but the call.
@@ -121,43 +113,19 @@ static cudaError_t run(Config c, const kg::Problem& p, const E& e) {
   return cudaErrorInvalidValue;
 }
 
-struct Timer {
-  void* flush = nullptr;
-  size_t flush_bytes = size_t(256) << 20;
-  cudaEvent_t start, stop;
-  Timer() {
-    CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
-    CHECK_CUDA(cudaEventCreate(&start));
-    CHECK_CUDA(cudaEventCreate(&stop));
-  }
-  // Median of 20 single launches after an L2 flush (cold), and the mean of 50 back-to-back
-  // launches (warm, what a model's chain of calls sees).
-  template <typename F>
-  void time(F&& launch, double& cold_us, double& warm_us) {
-    for (int i = 0; i < 3; ++i) launch();
-    CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<float> ts;
-    for (int i = 0; i < 20; ++i) {
-      CHECK_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, 0));
-      CHECK_CUDA(cudaEventRecord(start, 0));
-      launch();
-      CHECK_CUDA(cudaEventRecord(stop, 0));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      ts.push_back(ms * 1000.0f);
-    }
-    std::sort(ts.begin(), ts.end());
-    cold_us = ts[ts.size() / 2];
-    CHECK_CUDA(cudaEventRecord(start, 0));
-    for (int i = 0; i < 50; ++i) launch();
-    CHECK_CUDA(cudaEventRecord(stop, 0));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    warm_us = ms * 1000.0f / 50;
-  }
-};
+// Cold: the median of 20 single launches after an L2 flush (bench_timer.cuh); warm: the mean of 50
+// back-to-back launches (what a model's chain of calls sees).
+template <typename F>
+static void time_cold_warm(Timer& timer, F&& launch, double& cold_us, double& warm_us) {
+  cold_us = timer.median_us(launch);
+  CHECK_CUDA(cudaEventRecord(timer.start, 0));
+  for (int i = 0; i < 50; ++i) launch();
+  CHECK_CUDA(cudaEventRecord(timer.stop, 0));
+  CHECK_CUDA(cudaEventSynchronize(timer.stop));
+  float ms;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, timer.start, timer.stop));
+  warm_us = ms * 1000.0f / 50;
+}
 
 static float rand_unit() { return float(std::rand()) / float(RAND_MAX) * 2.0f - 1.0f; }
 
@@ -307,13 +275,13 @@ int main(int argc, char** argv) {
     const bool is_dual = std::strstr(c.what, "gate") != nullptr;
     Operands o(c);
     double cc, cw;
-    timer.time(cublas(o, is_dual ? 2 : 1), cc, cw);
+    time_cold_warm(timer, cublas(o, is_dual ? 2 : 1), cc, cw);
     for (Config cfg : is_dual ? std::vector<Config>{kDualPingPong64, kDualCoop128} : std::vector<Config>{kPingPong128, kCoop128, kCoop128x256})
       for (int epi : is_dual ? std::vector<int>{3} : std::vector<int>{1, 2}) {
         const bool ok = o.check(cfg, epi);
         failures += !ok;
         double cold = 0, warm = 0;
-        if (ok) timer.time([&] { o.launch(cfg, epi); }, cold, warm);
+        if (ok) time_cold_warm(timer, [&] { o.launch(cfg, epi); }, cold, warm);
         std::printf("| %lldx%lldx%lld | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n", (long long)c.m, (long long)c.n, (long long)c.k, c.what,
                     config_name(cfg), epi_name(epi), ok ? "ok" : "FAIL", cold, warm, cc, cw, cold > 0 ? cc / cold : 0.0);
         std::fflush(stdout);
