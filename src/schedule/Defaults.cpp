@@ -238,7 +238,7 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   // mma.sync reaches 0.25-0.52x: 128x256 cooperative tiles when they fill the GPU and K >= 4096,
   // else 128x128 cooperative (session 6's probe: faster than ping-pong on every ViT and M = 816
   // shape, e.g. 1576 x 768 x 768 12.9 vs 16.5 us); dual products 64x128 ping-pong (in the Gemma
-  // block at M = 816, 209.5 us vs 230.9 for 128x128 cooperative). float32 (TF32) keeps simt.
+  // block at M = 816, 210.4 us vs 230.9 for 128x128 cooperative, two runs). float32 (TF32) keeps simt.
   g.wgmma = !g.tf32;
   auto wtile = [&](const GemmWgmmaTile& w) {
     return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + s(w.stages) + " TMA stages, " + (w.pingpong ? "ping-pong" : "cooperative") +
