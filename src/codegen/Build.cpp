@@ -62,11 +62,12 @@ std::string build_command(const std::vector<std::string>& sources, const std::st
       user_error("nvcc was not found (looked at $KILN_NVCC, $CUDA_HOME/bin, PATH, /usr/local/cuda/bin); "
                  "install the CUDA toolkit or set KILN_NVCC, or pass --no-build to only write the sources");
     }
-    cmd = quote(nvcc) + " -O3 -std=c++20 -shared -Xcompiler -fPIC -cudart shared --expt-relaxed-constexpr";
+    cmd = quote(nvcc) + " -O3 -std=c++20 " + (options.compile_only ? "-c" : "-shared") +
+          " -Xcompiler -fPIC -cudart shared --expt-relaxed-constexpr";
     cmd += cuda_arch_flags(options.archs);
   } else {
     const char* cxx = std::getenv("CXX");
-    cmd = std::string(cxx ? cxx : "c++") + " -O2 -std=c++20 -shared -fPIC";
+    cmd = std::string(cxx ? cxx : "c++") + " -O2 -std=c++20 " + (options.compile_only ? "-c" : "-shared") + " -fPIC";
   }
   for (const std::string& f : options.extra_flags) cmd += " " + f;
   cmd += " -I" + quote(options.include_dir) + " -o " + quote(output);

@@ -15,7 +15,11 @@ const std::string& embedded_file(const std::string& name) {
 }
 
 std::string generate_module(const std::vector<LoweredFunc>& funcs, Target target, const ModuleOptions& options) {
-  if (target == Target::Cuda) return CudaPrinter().module(funcs, options);
+  if (target == Target::Cuda) {
+    CudaPrinter printer;
+    printer.set_template_units(options.template_units);
+    return printer.module(funcs, options);
+  }
   return CppPrinter().module(funcs, options);
 }
 

@@ -143,7 +143,9 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
       blank_line();
       line() << "// kernel " << k << " of " << f.name << ": " << (k < notes.size() ? notes[k] : std::string("(no note)"))
              << "\n";
+      const size_t before = out().tellp();
       print_epilogue(f, k, tc);
+      if (units_) epilogue_text_[k] = out().str().substr(before);
       continue;
     }
     if (const TemplateAttention* ta = stage.as<TemplateAttention>()) {
@@ -439,19 +441,25 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   line() << "problem.num_b = " << op->b.size() << ";\n";
   const std::string args = compute_args(f, buffers_used(f, op->epilogue));
   line() << "const " << epilogue_name(f, stage) << " epilogue{" << args << "};\n";
-  const std::string cuda_stream = "static_cast<cudaStream_t>(stream)";
   if (op->b[0].window) {
     print_conv_call(f, stage, op, t);
     close_block();
     return;
   }
+  // In a unit of its own (units_), the call is a function of the problem, the functor, the
+  // split-K workspace and the stream, defined in that unit.
+  const bool unit = units_ != nullptr;
+  const std::string cuda_stream = unit ? "stream" : "static_cast<cudaStream_t>(stream)";
+  const std::string split_type = op->split_k.defined() ? storage_type_name(op->split_k->dtype) : "float";
+  const std::string split_here = op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
+                                                             expr(op->split_k.num_elements()) + ") * " +
+                                                             s(dtype_bytes(op->split_k->dtype))
+                                                       : std::string("nullptr, 0");
+  const std::string split_arg = unit ? "split, split_bytes" : split_here;
   const bool dual = op->b.size() == 2;
   auto gemm = [&](const GemmTile& tile) {
     return "kiln::gemm::gemm<" + t + ", kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) +
-           ", " + s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " +
-           (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
-                                        expr(op->split_k.num_elements()) + ") * 4"
-                                  : std::string("nullptr, 0")) +
+           ", " + s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " + split_arg +
            ", " + cuda_stream + ")";
   };
   // Each path guarded by the bound M, the last one unguarded.
@@ -465,10 +473,8 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   auto gemm_wgmma = [&](const GemmWgmmaTile& w, const GemmTile& tile) {
     return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) + ", " + s(w.stages) + ", " +
            (w.pingpong ? "1" : "0") + ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
-           s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " +
-           (op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" + expr(op->split_k.num_elements()) + ") * 4"
-                                  : std::string("nullptr, 0")) +
-           ", " + cuda_stream + ")";
+           s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " + split_arg + ", " +
+           cuda_stream + ")";
   };
   if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
   if (c.wgmma && !c.tf32) {
@@ -479,11 +485,25 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   } else {
     paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
   }
-  line() << "const cudaError_t launched =\n";
+  std::string call;
   for (size_t p = 0; p + 1 < paths.size(); ++p) {
-    line() << "    problem.m <= " << paths[p].first << " ? " << paths[p].second << " :\n";
+    call += "    problem.m <= " + s(paths[p].first) + " ? " + paths[p].second + " :\n";
   }
-  line() << "    " << paths.back().second << ";\n";
+  call += "    " + paths.back().second;
+  if (unit) {
+    const std::string launcher = kernel_name(f, stage) + "_launch";
+    const std::string params = "const kiln::gemm::Problem& problem, const " + epilogue_name(f, stage) + "& epilogue, " +
+                               split_type + "* split, int64_t split_bytes, cudaStream_t stream";
+    line() << "cudaError_t " << launcher << "(" << params << ");  // defined in its own translation unit\n";
+    line() << "const cudaError_t launched = " << launcher << "(problem, epilogue, " << split_here
+           << ", static_cast<cudaStream_t>(stream));\n";
+    units_->push_back(prologue() + "\n// The template call of kernel " + s(static_cast<int64_t>(stage)) + " of " + f.name +
+                      " (" + op->description + ")\n" + epilogue_text_.at(stage) + "\ncudaError_t " + launcher + "(" +
+                      params + ") {\n  return\n" + call +
+                      ";\n}\n");
+  } else {
+    line() << "const cudaError_t launched =\n" << call << ";\n";
+  }
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
   close_block();
 }

@@ -4,6 +4,10 @@
 // through CUDA's float/double functions, and launches on the caller's stream. Private to codegen/.
 #include <dlpack/dlpack.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "CodePrinter.h"
 
 namespace kiln::codegen {
@@ -11,6 +15,9 @@ namespace kiln::codegen {
 class CudaPrinter : public CodePrinter {
  public:
   CudaPrinter() : CodePrinter(Target::Cuda) {}
+  // ModuleOptions::template_units: GEMM template calls are compiled in their own translation
+  // units, appended to `units` (see Codegen.h).
+  void set_template_units(std::vector<std::string>* units) { units_ = units; }
 
  protected:
   std::string prologue() override;
@@ -41,6 +48,8 @@ class CudaPrinter : public CodePrinter {
 
  private:
   std::string kernel_name(const FunctionLayout& f, size_t stage);
+  std::vector<std::string>* units_ = nullptr;
+  std::map<size_t, std::string> epilogue_text_;  // by stage: the functor's text, for its unit
 };
 
 }  // namespace kiln::codegen

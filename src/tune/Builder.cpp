@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -25,11 +26,48 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// One library per source: the function and the library entry points in one translation unit.
-std::string library_source(const LoweredFunc& f, codegen::Target target) {
+// One library per candidate: the function and the library entry points in one translation unit,
+// plus (CUDA) a unit per GEMM template call.
+struct LibrarySource {
+  std::string main;
+  std::vector<std::string> units;
+};
+
+LibrarySource library_source(const LoweredFunc& f, codegen::Target target) {
+  LibrarySource source;
   codegen::ModuleOptions module;
   module.banner = "kiln tune candidate";
-  return codegen::generate_module({f}, target, module);
+  if (target == codegen::Target::Cuda) module.template_units = &source.units;
+  source.main = codegen::generate_module({f}, target, module);
+  return source;
+}
+
+std::string hex_hash(const std::string& text) {
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(text));
+  return hex;
+}
+
+// Runs `work(i)` for i in [0, n) on `jobs` threads.
+template <typename Work>
+void parallel_for(size_t n, int jobs, Work work) {
+  std::mutex mutex;
+  size_t next = 0;
+  std::vector<std::thread> threads;
+  for (int j = 0; j < std::max(1, jobs); ++j) {
+    threads.emplace_back([&] {
+      for (;;) {
+        size_t i;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (next >= n) return;
+          i = next++;
+        }
+        work(i);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace
@@ -54,6 +92,7 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
   const bool cuda = request.target == codegen::Target::Cuda;
   std::vector<BuiltCandidate> built(candidates.size());
   std::vector<std::string> sources(candidates.size());
+  std::vector<std::vector<std::string>> units(candidates.size());
   std::unordered_map<std::string, int> first_with_source;
   for (size_t i = 0; i < candidates.size(); ++i) {
     BuiltCandidate& b = built[i];
@@ -69,7 +108,9 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       if (cuda) schedule = default_gpu_schedule(kernel.inputs, kernel.outputs, schedule_options(candidates[i]));
       const codegen::GraphFunction f = codegen::lower_kernel(kernel, request.target, schedule ? &*schedule : nullptr);
       // The CPU target's knobs are compiler flags: they are part of what is built.
-      std::string text = library_source(f.func, request.target);
+      LibrarySource source = library_source(f.func, request.target);
+      std::string text = source.main;
+      for (const std::string& u : source.units) text += u;
       if (!cuda) {
         for (const std::string& flag : cpu_flags(candidates[i])) text += "\n// flag " + flag;
       }
@@ -78,44 +119,86 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
         b.same_as = it->second;
         continue;
       }
-      sources[i] = std::move(text);
+      sources[i] = std::move(source.main);
+      units[i] = std::move(source.units);
     } catch (const std::exception& e) {
       b.error = std::string("lowering failed: ") + e.what();
     }
   }
-  std::mutex mutex;
-  size_t next = 0;
-  auto worker = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        while (next < candidates.size() && sources[next].empty()) ++next;
-        if (next >= candidates.size()) return;
-        i = next++;
-      }
-      BuiltCandidate& b = built[i];
-      const std::string stem = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(sources[i])))).string();
-      const std::string source = stem + (cuda ? ".cu" : ".cpp");
-      std::ofstream(source) << sources[i];
-      codegen::BuildOptions options;
-      options.target = request.target;
-      options.archs = {request.arch};
-      options.include_dir = include_dir;
-      options.log_path = stem + ".log";
-      options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
-      try {
-        codegen::build_shared_library({source}, stem + ".so", options);
-        b.library = stem + ".so";
-        if (cuda) parse_ptxas_report(read_file(options.log_path), b.registers, b.spill_bytes);
-      } catch (const UserError& e) {
-        b.error = e.what();
-      }
+  // 1. The template units every candidate to build needs, each compiled once into the cache
+  //    (shared by workers: written under a name of this process, then renamed).
+  codegen::BuildOptions unit_options;
+  unit_options.target = request.target;
+  unit_options.archs = {request.arch};
+  unit_options.include_dir = include_dir;
+  unit_options.compile_only = true;
+  const std::string cache = request.object_cache.empty() ? (fs::path(request.work_dir) / "objects").string() : request.object_cache;
+  // An object is reused for the same text, flags and support headers (the headers' folder differs
+  // between workers; their text between kiln versions).
+  codegen::BuildOptions key_options = unit_options;
+  key_options.include_dir = "include";
+  std::string headers;
+  for (const auto& [name, text] : codegen::support_files()) headers += name + text;
+  const std::string unit_key = codegen::build_command({"unit.cu"}, "unit.o", key_options) + hex_hash(headers);
+  std::map<std::string, std::string> unit_object;  // text -> object file
+  std::map<std::string, std::string> unit_error;   // text -> why it did not compile
+  std::vector<std::string> to_compile;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (sources[i].empty()) continue;
+    for (const std::string& u : units[i]) {
+      if (unit_object.count(u)) continue;
+      const std::string object = (fs::path(cache) / ("unit_" + hex_hash(u + unit_key) + ".o")).string();
+      unit_object[u] = object;
+      if (!fs::exists(object)) to_compile.push_back(u);
     }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 0; j < std::max(1, request.jobs); ++j) threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
+  }
+  if (!to_compile.empty()) fs::create_directories(cache);
+  std::mutex error_mutex;
+  parallel_for(to_compile.size(), request.jobs, [&](size_t j) {
+    const std::string& u = to_compile[j];
+    const std::string object = unit_object.at(u);
+    const std::string tmp = object.substr(0, object.size() - 2) + ".tmp" + std::to_string(::getpid());
+    std::ofstream(tmp + ".cu") << u;
+    codegen::BuildOptions options = unit_options;
+    options.log_path = tmp + ".log";
+    try {
+      codegen::build_shared_library({tmp + ".cu"}, tmp + ".o", options);
+      fs::rename(tmp + ".o", object);
+      fs::remove(tmp + ".cu"), fs::remove(tmp + ".log");
+    } catch (const UserError& e) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      unit_error[u] = e.what();
+    }
+  });
+  // 2. Each candidate's own unit, linked with its template objects.
+  parallel_for(candidates.size(), request.jobs, [&](size_t i) {
+    if (sources[i].empty()) return;
+    BuiltCandidate& b = built[i];
+    std::vector<std::string> inputs;
+    const std::string stem = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(sources[i])))).string();
+    inputs.push_back(stem + (cuda ? ".cu" : ".cpp"));
+    std::ofstream(inputs[0]) << sources[i];
+    for (const std::string& u : units[i]) {
+      if (unit_error.count(u)) {
+        b.error = unit_error.at(u);
+        return;
+      }
+      inputs.push_back(unit_object.at(u));
+    }
+    codegen::BuildOptions options;
+    options.target = request.target;
+    options.archs = {request.arch};
+    options.include_dir = include_dir;
+    options.log_path = stem + ".log";
+    options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
+    try {
+      codegen::build_shared_library(inputs, stem + ".so", options);
+      b.library = stem + ".so";
+      if (cuda) parse_ptxas_report(read_file(options.log_path), b.registers, b.spill_bytes);
+    } catch (const UserError& e) {
+      b.error = e.what();
+    }
+  });
   // Registers past the SM's file cannot launch: illegal, known after building.
   for (BuiltCandidate& b : built) {
     if (b.library.empty() || b.registers <= 0) continue;
@@ -133,7 +216,7 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
 std::string build_reference(const codegen::KernelDefinition& kernel, const std::string& work_dir) {
   fs::create_directories(work_dir);
   const codegen::GraphFunction f = codegen::lower_kernel(kernel, codegen::Target::Cpu);
-  const std::string text = library_source(f.func, codegen::Target::Cpu);
+  const std::string text = library_source(f.func, codegen::Target::Cpu).main;
   const std::string stem = (fs::path(work_dir) / ("reference_" + std::to_string(std::hash<std::string>()(text)))).string();
   if (fs::exists(stem + ".so")) return stem + ".so";
   const std::string include_dir = (fs::path(work_dir) / "include").string();

@@ -1,6 +1,7 @@
 #include "kiln/tune/Runner.h"
 
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -76,6 +77,46 @@ void tolerances(const HostTensor& want, double& atol, double& rtol) {
   const bool narrow = dtype_bytes(d) <= 2;
   atol = (narrow ? 1e-2 : 1e-5) * std::max(largest, 1e-30);
   rtol = narrow ? 2e-2 : 1e-3;
+}
+
+// A digest of the inputs' dtypes, shapes and bytes (hex), for the reference-output cache's name.
+std::string inputs_digest(const std::vector<HostTensor>& inputs) {
+  std::string text;
+  for (const HostTensor& t : inputs) {
+    text += t.describe();
+    text.append(reinterpret_cast<const char*>(t.data()), t.num_bytes());
+  }
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(text));
+  return hex;
+}
+
+// Reads the reference outputs saved by save_expected; false (nothing read) when the file is absent
+// or does not hold exactly the outputs' bytes.
+bool load_expected(const std::string& path, const codegen::KernelDefinition& kernel,
+                   const std::vector<std::vector<int64_t>>& shapes, std::vector<HostTensor>& expected) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::vector<HostTensor> outputs;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    outputs.emplace_back(kernel.outputs[k].dtype(), shapes[k]);
+    if (!in.read(reinterpret_cast<char*>(outputs.back().data()), static_cast<std::streamsize>(outputs.back().num_bytes()))) return false;
+  }
+  if (in.peek() != std::ifstream::traits_type::eof()) return false;
+  expected = std::move(outputs);
+  return true;
+}
+
+// Written under a name of this process, then renamed: workers sharing the folder never read a
+// half-written file. A failure to write only costs the next worker the reference run.
+void save_expected(const std::string& path, const std::vector<HostTensor>& expected) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    for (const HostTensor& t : expected) out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.num_bytes()));
+    if (!out) return (void)std::remove(tmp.c_str());
+  }
+  std::rename(tmp.c_str(), path.c_str());
 }
 
 }  // namespace
@@ -169,7 +210,14 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
   } catch (const UserError& e) {
     std::cerr << "tune: the reference library did not build; using the interpreter: " << e.what() << "\n";
   }
-  if (reference_path.empty()) {
+  // Reference outputs are cached beside the reference library, keyed by its source (the library's
+  // name), the inputs' bytes (model constants differ between kernels of the same structure) and
+  // the seed: every round of a kernel runs in a new worker process, and the CPU reference of a large
+  // contraction takes seconds to minutes.
+  const std::string cache = reference_path.empty() ? "" : reference_path + "." + inputs_digest(s.inputs) + ".expected";
+  if (!cache.empty() && load_expected(cache, kernel, s.output_shapes, s.expected)) {
+    // reused
+  } else if (reference_path.empty()) {
     s.expected = interpret(ref_func.func, s.inputs);
   } else {
     const runtime::Library reference = runtime::Library::open(reference_path);
@@ -186,6 +234,7 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
     std::vector<char> workspace(fn.workspace_bytes(args) + 64);
     fn(args, nullptr, workspace.data());
     s.expected = outputs;
+    save_expected(cache, s.expected);
   }
 
   if (request.target == codegen::Target::Cuda) {

@@ -1,5 +1,6 @@
 #include "kiln/tune/Tuner.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -7,7 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <atomic>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -39,22 +43,84 @@ std::string duration_text(double seconds) {
   return text;
 }
 
-void progress_bar(const std::string& kernel, int done, int total, double best, double def, double elapsed) {
-  constexpr int kWidth = 24;
-  const int filled = total > 0 ? std::min(kWidth, done * kWidth / total) : 0;
-  const double eta = done > 0 ? elapsed / done * std::max(0, total - done) : 0;
-  std::fprintf(stderr, "\r%-24.24s [%s%s] %3d/%d trials  best %8.2f us (%.2fx)  %s elapsed, ETA %s   ",
-               kernel.c_str(), std::string(static_cast<size_t>(filled), '#').c_str(),
-               std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), done, total, best,
-               def > 0 && best > 0 ? def / best : 0.0, duration_text(elapsed).c_str(), duration_text(eta).c_str());
-  std::fflush(stderr);
+// What the concurrent kernel loops share: the records file and the progress line.
+struct Progress {
+  std::mutex mutex;
+  Clock::time_point start = Clock::now();
+  size_t kernels = 0, kernels_done = 0;
+  int trials_planned = 0, trials_done = 0;
+  bool show = true;
+
+  // One line per finished kernel, then the overall bar (redrawn in place on a terminal).
+  void kernel_done(const KernelReport& r) {
+    if (!show) return;
+    std::fprintf(stderr, "\r%-110s\r%s: %d trials, default %.2f us, best %.2f us (%.2fx), %s\n", "", r.kernel.c_str(),
+                 r.trials, r.default_us, r.best_us, r.default_us > 0 && r.best_us > 0 ? r.default_us / r.best_us : 0.0,
+                 duration_text(r.seconds).c_str());
+    bar();
+  }
+  void bar() {
+    if (!show) return;
+    constexpr int kWidth = 24;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const int filled = trials_planned > 0 ? std::min(kWidth, trials_done * kWidth / trials_planned) : 0;
+    // Early stops end kernels before their trial budget: the ETA is an upper bound.
+    const double eta = trials_done > 0 ? elapsed / trials_done * std::max(0, trials_planned - trials_done) : 0;
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu kernels, %d trials measured, %s elapsed, ETA <= %s   ",
+                 std::string(static_cast<size_t>(filled), '#').c_str(), std::string(static_cast<size_t>(kWidth - filled), '.').c_str(),
+                 kernels_done, kernels, trials_done, duration_text(elapsed).c_str(), duration_text(eta).c_str());
+    std::fflush(stderr);
+  }
+};
+
+// The measuring slots: a GPU each on the CUDA target (its number), a worker process each on the
+// CPU target (0 .. --workers - 1).
+std::vector<int> measuring_slots(const TuneOptions& options) {
+  if (options.target == codegen::Target::Cuda) return options.gpus;
+  std::vector<int> slots;
+  for (int w = 0; w < std::max(1, options.cpu_workers); ++w) slots.push_back(w);
+  return slots;
 }
 
-// Measures `batch` in worker processes (one shard each); a record per candidate, in batch order.
+// Where a loop's worker runs: its slot, and its own folder (worker<slot>, worker<slot>_<i> for the
+// i-th further loop on the slot), so that no two workers write one folder at once.
+struct Seat {
+  int slot = 0;
+  std::string dir;
+};
+
+// The seats of each search loop: with at least as many loops as slots, one seat each, the loops
+// dealt round the slots; with fewer (fewer kernels than slots), each loop gets several slots.
+std::vector<std::vector<Seat>> loop_seats(const std::vector<int>& slots, size_t loops) {
+  std::vector<std::vector<Seat>> seats(loops);
+  if (loops >= slots.size()) {
+    for (size_t l = 0; l < loops; ++l) {
+      const size_t round = l / slots.size();
+      const int slot = slots[l % slots.size()];
+      seats[l].push_back({slot, "worker" + std::to_string(slot) + (round ? "_" + std::to_string(round) : "")});
+    }
+  } else {
+    for (size_t j = 0; j < slots.size(); ++j) seats[j % loops].push_back({slots[j], "worker" + std::to_string(slots[j])});
+  }
+  return seats;
+}
+
+// Compilers per worker: --build-jobs, or (0) the cores this process may run on (its affinity
+// mask: taskset and cgroup cpusets count) shared by the workers that run at once.
+int build_jobs_per_worker(const TuneOptions& options, size_t workers) {
+  if (options.build_jobs > 0) return options.build_jobs;
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / static_cast<int>(std::max<size_t>(1, workers)));
+}
+
+// Measures `batch` in worker processes, one shard per slot (worker<slot>/ holds its files); a
+// record per candidate, in batch order.
 std::vector<Record> measure_batch(const TuneOptions& options, const codegen::KernelDefinition& kernel,
-                                  const KernelKey& key, const std::vector<Candidate>& batch, int round) {
+                                  const KernelKey& key, const std::vector<Candidate>& batch, int round,
+                                  const std::vector<Seat>& seats, int build_jobs) {
   const bool cuda = options.target == codegen::Target::Cuda;
-  const size_t workers = std::min(batch.size(), cuda ? options.gpus.size() : static_cast<size_t>(std::max(1, options.cpu_workers)));
+  const size_t workers = std::min(batch.size(), seats.size());
   std::vector<WorkerTask> tasks(workers);
   for (size_t w = 0; w < workers; ++w) {
     WorkerTask& t = tasks[w];
@@ -63,8 +129,10 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     t.kernel = kernel.name;
     t.target = options.target;
     t.arch = options.arch;
-    t.work_dir = fs::absolute(fs::path(options.work_dir) / ("worker" + std::to_string(w))).string();
-    t.build_jobs = options.build_jobs;
+    t.work_dir = fs::absolute(fs::path(options.work_dir) / seats[w].dir).string();
+    t.build_jobs = build_jobs;
+    t.object_cache = fs::absolute(fs::path(options.work_dir) / "objects").string();
+    if (cuda) t.device_lock = fs::absolute(fs::path(options.work_dir) / ("gpu" + std::to_string(seats[w].slot) + ".lock")).string();
     t.run = options.run;
     t.run.target = options.target;
   }
@@ -80,7 +148,7 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     fs::remove(outs[w]);
     std::ofstream(stem + ".task.json") << task_to_json(tasks[w]);
     std::string cmd;
-    if (cuda) cmd += "CUDA_VISIBLE_DEVICES=" + std::to_string(options.gpus[w]) + " ";
+    if (cuda) cmd += "CUDA_VISIBLE_DEVICES=" + std::to_string(seats[w].slot) + " ";
     cmd += "timeout " + std::to_string(options.worker_timeout_s) + " " + quote(exe) + " tune-worker " +
            quote(stem + ".task.json") + " -o " + quote(outs[w]) + " > " + quote(logs[w]) + " 2>&1";
     threads.emplace_back([cmd, &status, w] { status[w] = std::system(cmd.c_str()); });
@@ -118,8 +186,65 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
   return results;
 }
 
+// The search of one kernel: rounds of batches measured on `slots` until the strategy stops.
+KernelReport tune_kernel(const TuneOptions& options, const codegen::KernelDefinition& kernel, const Database& db,
+                         const DeviceInfo& device, const std::vector<Seat>& seats, int build_jobs, Progress& progress) {
+  const auto start = Clock::now();
+  KernelReport report;
+  report.kernel = kernel.name;
+  const KernelKey key = kernel_key(kernel);
+  report.hash = key.hash, report.shape = key.shape, report.dtypes = key.dtypes;
+  const SearchSpace space = search_space(kernel, options.target);
+  // --batch is per slot: a loop with several slots measures as many more candidates per round.
+  StrategyOptions strategy_options = options.strategy;
+  strategy_options.batch *= static_cast<int>(seats.size());
+  SearchStrategy strategy(space, strategy_options);
+  // Earlier records of this kernel on this target: not measured again (same device only: times
+  // from another device do not compare).
+  std::vector<const Record*> earlier;
+  for (const Record* r : db.of(key, codegen::target_name(options.target))) {
+    if (r->device == device.name) earlier.push_back(r);
+  }
+  strategy.seed_with(earlier);
+  const std::string default_text = candidate_text(space.default_candidate());
+  std::vector<Record> mine;
+  for (const Record* r : earlier) mine.push_back(*r);
+  for (int round = 0;; ++round) {
+    const std::vector<Candidate> batch = strategy.next_batch();
+    if (batch.empty()) break;
+    const std::vector<Record> results = measure_batch(options, kernel, key, batch, round, seats, build_jobs);
+    strategy.tell(results);
+    for (const Record& r : results) {
+      mine.push_back(r);
+      ++report.trials;
+      r.ok() ? ++report.ok : ++report.failed;
+    }
+    std::lock_guard<std::mutex> lock(progress.mutex);
+    if (!options.records.empty()) Database::append(options.records, results);
+    progress.trials_done += static_cast<int>(results.size());
+    progress.bar();
+  }
+  for (const Record& r : mine) {
+    if (r.ok() && candidate_text(r.knobs) == default_text) report.default_us = r.median_us;
+  }
+  const Record* best = nullptr;
+  for (const Record& r : mine) {
+    if (r.ok() && (!best || r.median_us < best->median_us)) best = &r;
+  }
+  if (best) report.best_us = best->median_us, report.best_knobs = candidate_text(best->knobs);
+  report.note = strategy.stop_reason();
+  if (!best) report.note = "no candidate ran correctly; the default schedule stays";
+  else if (report.default_us == 0) report.note += "; the default schedule did not run correctly";
+  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
 }  // namespace
 
+// Kernels are tuned concurrently, as many at once as there are slots (GPUs, or CPU workers), each
+// loop taking the next kernel when its last one stops; with fewer kernels than slots, a kernel's
+// batches are split over several slots. So a model of many kernels keeps every GPU measuring, and
+// a single kernel still uses them all.
 std::vector<KernelReport> tune_model(const TuneOptions& options) {
   const Graph graph = load_onnx(options.model);
   const std::string model_name = graph.name.empty() ? fs::path(options.model).stem().string() : graph.name;
@@ -127,56 +252,49 @@ std::vector<KernelReport> tune_model(const TuneOptions& options) {
   Database db;
   if (!options.records.empty()) db.load(options.records);
   const DeviceInfo device = device_info(options.target);
-  std::vector<KernelReport> reports;
-  for (size_t n = 0; n < kernels.size(); ++n) {
-    const codegen::KernelDefinition& kernel = kernels[n];
-    const auto start = Clock::now();
-    KernelReport report;
-    report.kernel = kernel.name;
-    const KernelKey key = kernel_key(kernel);
-    report.hash = key.hash, report.shape = key.shape, report.dtypes = key.dtypes;
-    const SearchSpace space = search_space(kernel, options.target);
-    SearchStrategy strategy(space, options.strategy);
-    // Earlier records of this kernel on this target: not measured again (same device only: times
-    // from another device do not compare).
-    std::vector<const Record*> earlier;
-    for (const Record* r : db.of(key, codegen::target_name(options.target))) {
-      if (r->device == device.name) earlier.push_back(r);
-    }
-    strategy.seed_with(earlier);
-    const std::string default_text = candidate_text(space.default_candidate());
-    std::vector<Record> mine;
-    for (const Record* r : earlier) mine.push_back(*r);
-    for (int round = 0;; ++round) {
-      const std::vector<Candidate> batch = strategy.next_batch();
-      if (batch.empty()) break;
-      const std::vector<Record> results = measure_batch(options, kernel, key, batch, round);
-      if (!options.records.empty()) Database::append(options.records, results);
-      strategy.tell(results);
-      for (const Record& r : results) {
-        mine.push_back(r);
-        ++report.trials;
-        r.ok() ? ++report.ok : ++report.failed;
+  const std::vector<int> slots = measuring_slots(options);
+  const size_t per_slot = options.target == codegen::Target::Cuda ? static_cast<size_t>(std::max(1, options.loops_per_gpu)) : 1;
+  const size_t loops = std::max<size_t>(1, std::min(kernels.size(), slots.size() * per_slot));
+  const std::vector<std::vector<Seat>> seats = loop_seats(slots, loops);
+  // Loops sharing a GPU rarely build at the same moment (one builds while another measures): the
+  // compilers are counted per slot.
+  const int build_jobs = build_jobs_per_worker(options, slots.size());
+  Progress progress;
+  progress.show = options.progress;
+  progress.kernels = kernels.size();
+  progress.trials_planned = static_cast<int>(kernels.size()) * options.strategy.trials;
+  std::vector<KernelReport> reports(kernels.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(loops);
+  std::vector<std::thread> threads;
+  for (size_t l = 0; l < loops; ++l) {
+    threads.emplace_back([&, l] {
+      try {
+        for (size_t k; (k = next++) < kernels.size();) {
+          try {
+            reports[k] = tune_kernel(options, kernels[k], db, device, seats[l], build_jobs, progress);
+          } catch (const std::exception& e) {
+            // One kernel that cannot be searched (it does not lower, a record cannot be written)
+            // leaves the others to go on; the report says why.
+            reports[k] = KernelReport();
+            reports[k].kernel = kernels[k].name;
+            reports[k].note = std::string("not tuned: ") + e.what();
+          }
+          std::lock_guard<std::mutex> lock(progress.mutex);
+          ++progress.kernels_done;
+          progress.trials_planned -= options.strategy.trials - reports[k].trials;
+          progress.kernel_done(reports[k]);
+        }
+      } catch (...) {
+        errors[l] = std::current_exception();
+        next = kernels.size();  // the other loops stop after their current kernel
       }
-      for (const Record& r : mine) {
-        if (r.ok() && candidate_text(r.knobs) == default_text) report.default_us = r.median_us;
-      }
-      if (options.progress) {
-        progress_bar(kernel.name, strategy.measured(), options.strategy.trials, strategy.best_us(), report.default_us,
-                     std::chrono::duration<double>(Clock::now() - start).count());
-      }
-    }
-    if (options.progress) std::fprintf(stderr, "\n");
-    const Record* best = nullptr;
-    for (const Record& r : mine) {
-      if (r.ok() && (!best || r.median_us < best->median_us)) best = &r;
-    }
-    if (best) report.best_us = best->median_us, report.best_knobs = candidate_text(best->knobs);
-    report.note = strategy.stop_reason();
-    if (!best) report.note = "no candidate ran correctly; the default schedule stays";
-    else if (report.default_us == 0) report.note += "; the default schedule did not run correctly";
-    report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    reports.push_back(report);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (options.progress) std::fprintf(stderr, "\n");
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
   }
   return reports;
 }

@@ -1,6 +1,12 @@
 // `kiln tune-worker TASK -o OUT`: measures one shard of candidates of one kernel (build, check
 // against the CPU backend, time) and appends a record per candidate to OUT as it goes. The same
 // command runs under the process pool of `kiln tune`, a Slurm array or a Kubernetes Job.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -26,6 +32,8 @@ std::string task_to_json(const WorkerTask& t) {
   j["arch"] = t.arch;
   j["work_dir"] = t.work_dir;
   j["build_jobs"] = t.build_jobs;
+  j["device_lock"] = t.device_lock;
+  j["object_cache"] = t.object_cache;
   j["warmup"] = t.run.warmup;
   j["repeats"] = t.run.repeats;
   j["seed"] = t.run.seed;
@@ -51,6 +59,8 @@ WorkerTask task_from_json(const std::string& text, const std::string& where) {
     t.arch = j.at("arch").get<std::string>();
     t.work_dir = j.at("work_dir").get<std::string>();
     t.build_jobs = j.value("build_jobs", 4);
+    t.device_lock = j.value("device_lock", std::string());
+    t.object_cache = j.value("object_cache", std::string());
     t.run.target = t.target;
     t.run.warmup = j.value("warmup", 3);
     t.run.repeats = j.value("repeats", 20);
@@ -93,10 +103,20 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   build.arch = task.arch;
   build.work_dir = task.work_dir;
   build.jobs = task.build_jobs;
+  build.object_cache = task.object_cache;
   const std::vector<BuiltCandidate> built = build_candidates(kernel, space, task.candidates, build);
   std::ofstream file(out, std::ios::app);
   std::vector<Record> records;
   const char* commit = std::getenv("KILN_COMMIT");
+  // The device is taken after building (other workers' compiles overlap this one's timing) and
+  // held until this process exits.
+  int lock_fd = -1;
+  if (!task.device_lock.empty()) {
+    lock_fd = ::open(task.device_lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
+      user_error("tune-worker: cannot lock {}: {}", task.device_lock, std::strerror(errno));
+    }
+  }
   std::unique_ptr<Runner> runner;
   try {
     runner = std::make_unique<Runner>(kernel, task.run, task.work_dir);

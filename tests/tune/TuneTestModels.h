@@ -27,6 +27,17 @@ inline Graph column_sum_graph(int64_t rows, int64_t cols, DType dtype) {
   return g.graph;
 }
 
+// Two nodes over one input (a softmax and a column sum): two kernels when tuned per node.
+inline Graph two_kernel_graph(int64_t rows, int64_t cols, DType dtype) {
+  TestGraph g;
+  const int x = g.input("x", dtype, {ir::Expr(rows), ir::Expr(cols)});
+  g.node("softmax", OpKind::Softmax, {x}, {{"axis", int_attr(-1)}});
+  const int axes = g.ints("axes", {0});
+  g.node("sum", OpKind::ReduceSum, {x, axes}, {{"keepdims", int_attr(0)}});
+  g.graph.name = "two_kernels";
+  return g.graph;
+}
+
 inline codegen::KernelDefinition only_kernel(const Graph& graph) {
   return codegen::kernel_definitions(graph, graph.name).at(0);
 }

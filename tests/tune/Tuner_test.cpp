@@ -84,6 +84,42 @@ TEST(Tuner, CpuTargetOnTwoWorkerProcesses) {
   EXPECT_FALSE(chosen.cpu_flags.empty());
 }
 
+// Two kernels on two workers are tuned at once, one per worker; each worker computes its kernel's
+// reference outputs once and reuses them from its folder in the next round.
+TEST(Tuner, KernelsAreTunedConcurrentlyOnePerWorker) {
+  if (!fs::exists(kiln_binary())) GTEST_SKIP() << "the kiln binary is not built (" << kiln_binary() << ")";
+  const std::string dir = test::temp_dir("tuner_two");
+  const std::string model = dir + "/two.onnx";
+  save_onnx(test::two_kernel_graph(8, 64, DType::Float32), model);
+  TuneOptions o = cpu_options(dir, model);
+  o.nodes = {"softmax", "sum"};
+  o.strategy.trials = 4;
+  o.strategy.batch = 2;  // two rounds each
+  const std::vector<KernelReport> reports = tune_model(o);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].kernel, "softmax");
+  EXPECT_EQ(reports[1].kernel, "sum");
+  for (const KernelReport& r : reports) {
+    EXPECT_EQ(r.trials, 4) << r.kernel;
+    EXPECT_EQ(r.ok, 4) << r.kernel << ": " << r.note;
+  }
+  // Each kernel's rounds ran on one worker, and the two kernels on different workers.
+  auto worker_of = [&](const std::string& kernel) {
+    const bool in0 = fs::exists(o.work_dir + "/worker0/" + kernel + "_round1.jsonl");
+    const bool in1 = fs::exists(o.work_dir + "/worker1/" + kernel + "_round1.jsonl");
+    EXPECT_NE(in0, in1) << kernel;
+    return in0 ? 0 : 1;
+  };
+  EXPECT_NE(worker_of("softmax"), worker_of("sum"));
+  // The reference outputs were saved once per kernel, in its worker's folder.
+  int cached = 0;
+  for (const auto& e : fs::recursive_directory_iterator(o.work_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 9 && name.substr(name.size() - 9) == ".expected") ++cached;
+  }
+  EXPECT_EQ(cached, 2);
+}
+
 TEST(Tuner, WorkersThatFailAreRecordedAndNeverChosen) {
   const std::string dir = test::temp_dir("tuner_fail");
   const std::string model = dir + "/softmax.onnx";

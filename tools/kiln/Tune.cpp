@@ -70,6 +70,7 @@ int run_tune(TuneCommand& c) {
   }
   if (o.strategy.trials < 1) user_error("--trials {} (expected at least 1)", o.strategy.trials);
   if (o.strategy.batch < 1) user_error("--batch {} (expected at least 1)", o.strategy.batch);
+  if (o.loops_per_gpu < 1) user_error("--loops-per-gpu {} (expected at least 1)", o.loops_per_gpu);
   o.gpus = parse_gpus(c.gpus);
   o.progress = isatty(2) || std::getenv("KILN_PROGRESS") != nullptr;
   const std::vector<tune::KernelReport> reports = tune::tune_model(o);
@@ -99,11 +100,15 @@ void register_tune(CLI::App& app) {
   cmd->add_option("--nodes", o.nodes, "Comma-separated node names: one kernel per node (default: the whole model)")->delimiter(',');
   cmd->add_option("--target", c->target, "sm_<NN> (the GPU of this machine) or cpu");
   cmd->add_option("--trials", o.strategy.trials, "Candidates measured per kernel at most (default 64)");
-  cmd->add_option("--batch", o.strategy.batch, "Candidates per round (default 16)");
+  cmd->add_option("--batch", o.strategy.batch, "Candidates per round and GPU (or worker) that measures them (default 16)");
   cmd->add_option("--patience", o.strategy.patience, "Rounds without a 1% gain before stopping (default 2)");
-  cmd->add_option("--gpus", c->gpus, "GPUs to measure on, one worker process each: all, or a list such as 0,1");
+  cmd->add_option("--gpus", c->gpus,
+                  "GPUs to measure on: all, or a list such as 0,1 (default 0); the model's kernels are spread over them");
+  cmd->add_option("--loops-per-gpu", o.loops_per_gpu,
+                  "Kernels searched at once per GPU (default 2): they build in parallel and take the GPU in turn");
   cmd->add_option("--workers", o.cpu_workers, "--target cpu: worker processes (default 1)");
-  cmd->add_option("--build-jobs", o.build_jobs, "Compilers run at once per worker (default 4)");
+  cmd->add_option("--build-jobs", o.build_jobs,
+                  "Compilers run at once per worker (default: the machine's cores divided by the GPUs or workers)");
   cmd->add_option("--repeats", o.run.repeats, "Timed calls per candidate (default 20)");
   cmd->add_option("--worker-timeout", o.worker_timeout_s, "Seconds a worker may take for its shard (default 300)");
   cmd->add_option("--work-dir", o.work_dir, "Sources, libraries and logs (default kiln-tune)");

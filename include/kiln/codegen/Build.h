@@ -20,6 +20,7 @@ struct BuildOptions {
   std::string include_dir;                      // holds support_files()
   std::string log_path;                         // compiler output goes here
   std::vector<std::string> extra_flags;         // after the defaults ("-O3", "-Xptxas -v"; tune/)
+  bool compile_only = false;                    // an object file (-c), not a shared library
 };
 
 // nvcc's target flags for `archs` ("sm_80", "sm_90", "sm_110", ...): one -gencode each. sm_90 is
@@ -28,7 +29,8 @@ struct BuildOptions {
 // KILN_GEMM_SM90A tells the host code it is there.
 std::string cuda_arch_flags(const std::vector<std::string>& archs);
 
-// The command line that builds `sources` into shared library `output`.
+// The command line that builds `sources` (or, with compile_only, one source) into shared library
+// (object file) `output`. Sources may include object files built with compile_only.
 std::string build_command(const std::vector<std::string>& sources, const std::string& output,
                           const BuildOptions& options);
 

@@ -35,6 +35,11 @@ struct ModuleOptions {
   // library's weights and constants, package/ModelLibrary.h). They are not parameters: the entry
   // point takes them, in this order, from kiln_model_constants() (runtime/kiln_model.h).
   std::map<std::string, std::vector<int>> library_constants;
+  // CUDA: when set, each GEMM template call (the instantiations of kernels/gemm that take most of
+  // a build) is compiled in a translation unit of its own, appended here: the unit defines
+  // `<kernel>_launch` and the module calls it. A unit's text depends only on its contraction, so a
+  // build cache reuses its object across libraries that differ elsewhere (tune/Builder.cpp).
+  std::vector<std::string>* template_units = nullptr;
 };
 
 // One translation unit holding `funcs` (C++ for Cpu, CUDA C++ for Cuda). UnsupportedError when a

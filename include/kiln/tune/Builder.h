@@ -4,6 +4,10 @@
 // same as an earlier one's are not built twice, and the sources are compiled into one shared
 // library each, `jobs` compilers at a time (nvcc with -Xptxas -v, whose register and spill report
 // is kept; or the host compiler for the CPU target).
+// CUDA: the GEMM template calls are printed as translation units of their own
+// (ModuleOptions::template_units) and compiled once into `object_cache`, keyed by their text and
+// flags: candidates that change only other kernels' knobs (and every later round and worker)
+// link the cached objects, so a model's contractions are not recompiled for each candidate.
 #include <string>
 #include <vector>
 
@@ -17,6 +21,7 @@ struct BuildRequest {
   std::string arch = "sm_90";
   std::string work_dir;  // sources, libraries and logs go here
   int jobs = 4;
+  std::string object_cache;  // CUDA: compiled template units ("" = <work_dir>/objects)
 };
 
 struct BuiltCandidate {
@@ -26,7 +31,7 @@ struct BuiltCandidate {
   std::string error;    // why it did not build, or why it is illegal
   bool illegal = false;
   int same_as = -1;     // index of an earlier candidate with the same source (not built again)
-  int registers = -1, spill_bytes = -1;  // max over the library's kernels (CUDA)
+  int registers = -1, spill_bytes = -1;  // max over the candidate's generated kernels (CUDA; not the template units)
 };
 
 std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,

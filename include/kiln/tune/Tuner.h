@@ -1,10 +1,13 @@
 #pragma once
 // `kiln tune`: the search loop over the kernels of a model, with measurement in worker processes.
 //
-// A round of one kernel: the strategy proposes a batch; the batch is split into one shard per
-// worker; each shard is written as a task file and measured by `kiln tune-worker TASK -o OUT`
-// (build, check against the CPU backend, time), one process per GPU (CUDA_VISIBLE_DEVICES=g) or,
-// on the CPU target, per --workers. A worker runs under `timeout`; candidates a worker did not
+// The measuring slots are the GPUs (--gpus) or, on the CPU target, --workers processes. Kernels are
+// tuned concurrently, --loops-per-gpu search loops per GPU (one per CPU worker), each loop taking
+// the next kernel when its last one stops (with fewer kernels than slots, a loop gets several
+// slots and splits its batches). Loops sharing a GPU take it in turn for their measurements.
+// A round of one kernel: the strategy proposes a batch; the batch is split into one shard per slot
+// of its loop; each shard is written as a task file and measured by `kiln tune-worker TASK -o OUT`
+// (build, check against the CPU backend, time), one process per slot (CUDA_VISIBLE_DEVICES=g). A worker runs under `timeout`; candidates a worker did not
 // report (it crashed or ran out of time) are recorded as "timeout". Results are appended to the
 // records file as they come. The same worker command runs under a cluster scheduler (a Slurm
 // array or a Kubernetes Job per task file; docs/TUNING.md).
@@ -26,8 +29,12 @@ struct TuneOptions {
   std::string work_dir = "kiln-tune";
   std::vector<int> gpus = {0};     // one worker per GPU
   int cpu_workers = 1;             // CPU target: worker processes
-  int build_jobs = 4;              // compilers per worker
+  int build_jobs = 0;              // compilers per worker; 0: the machine's cores / slots
   int worker_timeout_s = 300;
+  // CUDA: kernels searched at once per GPU. Their workers build in parallel and take the GPU in
+  // turn (a lock file per GPU held from the first measurement to the worker's exit), so one
+  // kernel's compiles overlap another's timing and no two candidates are timed at once on a GPU.
+  int loops_per_gpu = 2;
   RunRequest run;
   StrategyOptions strategy;
   std::string kiln_exe;            // the kiln binary workers run ("" = this process' binary)
@@ -55,6 +62,8 @@ struct WorkerTask {
   std::string arch;
   std::string work_dir;
   int build_jobs = 4;
+  std::string device_lock;  // a file to hold locked (flock) while measuring; "" for none
+  std::string object_cache; // compiled template units shared by the workers (Builder.h)
   RunRequest run;
   std::vector<Candidate> candidates;
 };

@@ -1,0 +1,88 @@
+// The tuner's builder on the CUDA target (nvcc, no GPU needed): a GEMM template call is compiled
+// once, as a translation unit of its own, into the object cache, and every candidate (of this
+// build and of later ones) links that object; the candidates' own units hold no template
+// instantiation.
+#include "kiln/tune/Builder.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../ops/TestGraph.h"
+#include "TuneTestModels.h"
+#include "kiln/codegen/Build.h"
+
+namespace kiln::tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An fp16 MatMul (a template call) followed by a softmax (a row kernel the knobs change).
+Graph matmul_softmax() {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {ir::Expr(32), ir::Expr(64)});
+  const int w = t.input("w", DType::Float16, {ir::Expr(64), ir::Expr(128)});
+  t.output(t.node("probs", OpKind::Softmax, {t.node("mm", OpKind::MatMul, {x, w})}, {{"axis", test::int_attr(-1)}}));
+  t.graph.name = "mm_softmax";
+  return t.graph;
+}
+
+std::vector<fs::path> objects_in(const std::string& dir) {
+  std::vector<fs::path> found;
+  if (!fs::exists(dir)) return found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".o") found.push_back(e.path());
+  }
+  return found;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Builder, TemplateCallsAreCompiledOnceIntoTheObjectCache) {
+  if (codegen::find_nvcc().empty()) GTEST_SKIP() << "nvcc not found: CUDA candidates are not built here";
+  const std::string dir = test::temp_dir("builder_units");
+  const codegen::KernelDefinition kernel = test::only_kernel(matmul_softmax());
+  const SearchSpace space = search_space(kernel, codegen::Target::Cuda);
+  Candidate other = space.default_candidate();
+  ASSERT_TRUE(other.count("row_threads"));
+  other["row_threads"] = 128;
+  BuildRequest request;
+  request.target = codegen::Target::Cuda;
+  request.arch = "sm_90";
+  request.work_dir = dir + "/a";
+  request.jobs = 2;
+  request.object_cache = dir + "/objects";
+  const std::vector<BuiltCandidate> built = build_candidates(kernel, space, {space.default_candidate(), other}, request);
+  ASSERT_EQ(built.size(), 2u);
+  for (const BuiltCandidate& b : built) {
+    EXPECT_EQ(b.same_as, -1) << "the two candidates print different row kernels";
+    ASSERT_FALSE(b.library.empty()) << b.error;
+    // The candidate's own unit calls the template through the unit's launcher.
+    const std::string source = text_of(b.library.substr(0, b.library.size() - 3) + ".cu");
+    EXPECT_NE(source.find("_launch(problem, epilogue, "), std::string::npos) << source;
+    EXPECT_EQ(source.find("kiln::gemm::gemm_wgmma<"), std::string::npos) << source;
+  }
+  const std::vector<fs::path> objects = objects_in(request.object_cache);
+  ASSERT_EQ(objects.size(), 1u) << "one GEMM call, compiled once for both candidates";
+  const auto written = fs::last_write_time(objects[0]);
+
+  // A later build (another worker's folder, a new candidate) links the cached object.
+  Candidate third = space.default_candidate();
+  third["row_threads"] = 256;
+  request.work_dir = dir + "/b";
+  const std::vector<BuiltCandidate> again = build_candidates(kernel, space, {third}, request);
+  ASSERT_FALSE(again.at(0).library.empty()) << again.at(0).error;
+  ASSERT_EQ(objects_in(request.object_cache).size(), 1u);
+  EXPECT_EQ(fs::last_write_time(objects[0]), written) << "the cached object was compiled again";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::tune
