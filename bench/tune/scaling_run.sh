@@ -4,8 +4,9 @@
 # 16 cores a one-GPU machine has (taskset), same model, same trials, fresh work folders (nothing
 # reused); then the memory-bound kernels tuned on both GPUs and compared (bench_tune.py) with their
 # default builds, torch.compile and the copy bandwidth.
-# Expects .carry/tune/ as bench/tune/README.md makes it (kiln, lib/, the bench/tune scripts).
-#   device call: command "OUT=$OUT bash .carry/tune/scaling_run.sh", carry [".carry/tune"]
+# Expects .carry/tune/ and .carry/core/ as bench/tune/README.md makes them (kiln, lib/, the
+# bench/tune scripts; bench/core/bench.py, which bench_tune.py loads).
+#   device call: command "OUT=$OUT bash .carry/tune/scaling_run.sh", carry [".carry/tune", ".carry/core"]
 # Knobs: TOKENS (16), TRIALS (64), T2/T1 (seconds allowed to the two-GPU and one-GPU runs).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-tune-out}"
@@ -51,13 +52,18 @@ tune_run() {
     echo '```'
     tr '\r' '\n' < "/tmp/tune_$name.log" | grep -v '^\s*$' | tail -n 6
     echo '```'
+    echo "worker records and log (first round):"
+    echo '```'
+    for f in /tmp/tune_$name/worker*/*_round0.jsonl; do echo "-- $f"; head -n 2 "$f" | cut -c1-700; done
+    for f in /tmp/tune_$name/worker*/*_round0.log; do echo "-- $f"; tail -n 5 "$f" | cut -c1-700; done
+    echo '```'
   } >> "$S"
   echo "$name: exit $rc, $t s"
 }
 echo "== two GPUs ($(elapsed) s)"
-tune_run 2gpu "" all "${T2:-170}"
+tune_run 2gpu "" all "${T2:-150}"
 echo "== one GPU, 16 cores ($(elapsed) s)"
-tune_run 1gpu 0-15 0 "${T1:-230}"
+tune_run 1gpu 0-15 0 "${T1:-200}"
 for d in /tmp/tune_2gpu /tmp/tune_1gpu; do
   echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
 done | tee -a "$S"

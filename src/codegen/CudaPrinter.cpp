@@ -145,7 +145,7 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
              << "\n";
       const size_t before = out().tellp();
       print_epilogue(f, k, tc);
-      if (units_) epilogue_text_[k] = out().str().substr(before);
+      if (units_ && !tc->w4 && !tc->b[0].window) print_template_unit(f, k, tc, out().str().substr(before));
       continue;
     }
     if (const TemplateAttention* ta = stage.as<TemplateAttention>()) {
@@ -446,16 +446,55 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
     close_block();
     return;
   }
-  // In a unit of its own (units_), the call is a function of the problem, the functor, the
-  // split-K workspace and the stream, defined in that unit.
-  const bool unit = units_ != nullptr;
-  const std::string cuda_stream = unit ? "stream" : "static_cast<cudaStream_t>(stream)";
+  const std::string split = op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
+                                                        expr(op->split_k.num_elements()) + ") * " +
+                                                        s(dtype_bytes(op->split_k->dtype))
+                                                  : std::string("nullptr, 0");
+  auto launcher = launchers_.find(kernel_name(f, stage));
+  if (launcher != launchers_.end()) {
+    line() << "const cudaError_t launched = " << launcher->second << "(&problem, &epilogue, " << split
+           << ", static_cast<cudaStream_t>(stream));\n";
+  } else {
+    line() << "const cudaError_t launched =\n" << gemm_call(op, split, "static_cast<cudaStream_t>(stream)") << ";\n";
+  }
+  line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
+  close_block();
+}
+
+// A unit of its own for the template call of `stage` (ModuleOptions::template_units): the functor
+// (as `epilogue_text`, renamed kiln_unit_epilogue) and an extern "C" launcher named after a hash of
+// the unit's text, so that the same contraction and epilogue give the same unit whatever the rest
+// of the module is; the module declares the launcher and calls it with its own functor, whose
+// members are the same.
+void CudaPrinter::print_template_unit(const FunctionLayout& f, size_t stage, const TemplateContraction* op,
+                                      std::string epilogue_text) {
+  const std::string name = epilogue_name(f, stage);
+  for (size_t at = epilogue_text.find(name); at != std::string::npos; at = epilogue_text.find(name, at)) {
+    epilogue_text.replace(at, name.size(), "kiln_unit_epilogue");
+  }
   const std::string split_type = op->split_k.defined() ? storage_type_name(op->split_k->dtype) : "float";
-  const std::string split_here = op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" +
-                                                             expr(op->split_k.num_elements()) + ") * " +
-                                                             s(dtype_bytes(op->split_k->dtype))
-                                                       : std::string("nullptr, 0");
-  const std::string split_arg = unit ? "split, split_bytes" : split_here;
+  const std::string params = "(const kiln::gemm::Problem* problem_in, const void* epilogue_in, " + split_type +
+                             "* split, int64_t split_bytes, cudaStream_t stream)";
+  auto unit = [&](const std::string& launcher) {
+    return prologue() + "\n// " + op->description + "\n" + epilogue_text + "\nextern \"C\" cudaError_t " + launcher + params +
+           " {\n  const kiln::gemm::Problem& problem = *problem_in;\n"
+           "  const kiln_unit_epilogue& epilogue = *static_cast<const kiln_unit_epilogue*>(epilogue_in);\n  return\n" +
+           gemm_call(op, "split, split_bytes", "stream") + ";\n}\n";
+  };
+  char hash[20];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>()(unit("@")));
+  const std::string launcher = std::string("kiln_gemm_unit_") + hash;
+  launchers_[kernel_name(f, stage)] = launcher;
+  line() << "extern \"C\" cudaError_t " << launcher << params << ";  // in a translation unit of its own\n";
+  if (unit_launchers_.insert(launcher).second) units_->push_back(unit(launcher));
+}
+
+// The call of the template the schedule chose, as an expression of `problem`, `epilogue`, the
+// split-K workspace arguments `split` (pointer, bytes) and the stream.
+std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::string& split_arg, const std::string& cuda_stream) {
+  const GemmTemplate& c = op->config;
+  const std::string t = type_name(op->a.buffer->dtype);
+  auto s = [](int64_t v) { return std::to_string(v); };
   const bool dual = op->b.size() == 2;
   auto gemm = [&](const GemmTile& tile) {
     return "kiln::gemm::gemm<" + t + ", kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) +
@@ -489,23 +528,7 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   for (size_t p = 0; p + 1 < paths.size(); ++p) {
     call += "    problem.m <= " + s(paths[p].first) + " ? " + paths[p].second + " :\n";
   }
-  call += "    " + paths.back().second;
-  if (unit) {
-    const std::string launcher = kernel_name(f, stage) + "_launch";
-    const std::string params = "const kiln::gemm::Problem& problem, const " + epilogue_name(f, stage) + "& epilogue, " +
-                               split_type + "* split, int64_t split_bytes, cudaStream_t stream";
-    line() << "cudaError_t " << launcher << "(" << params << ");  // defined in its own translation unit\n";
-    line() << "const cudaError_t launched = " << launcher << "(problem, epilogue, " << split_here
-           << ", static_cast<cudaStream_t>(stream));\n";
-    units_->push_back(prologue() + "\n// The template call of kernel " + s(static_cast<int64_t>(stage)) + " of " + f.name +
-                      " (" + op->description + ")\n" + epilogue_text_.at(stage) + "\ncudaError_t " + launcher + "(" +
-                      params + ") {\n  return\n" + call +
-                      ";\n}\n");
-  } else {
-    line() << "const cudaError_t launched =\n" << call << ";\n";
-  }
-  line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
-  close_block();
+  return call + "    " + paths.back().second;
 }
 
 // A kiln.QuantLinear through kernels/quant/ (w4_launch.cuh's launch_linear_epilogue): the

@@ -5,6 +5,7 @@
 #include <dlpack/dlpack.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,12 @@ class CudaPrinter : public CodePrinter {
 
  private:
   std::string kernel_name(const FunctionLayout& f, size_t stage);
+  void print_template_unit(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op,
+                           std::string epilogue_text);
+  std::string gemm_call(const ir::TemplateContraction* op, const std::string& split_arg, const std::string& cuda_stream);
   std::vector<std::string>* units_ = nullptr;
-  std::map<size_t, std::string> epilogue_text_;  // by stage: the functor's text, for its unit
+  std::map<std::string, std::string> launchers_;  // by kernel name: the launcher of its unit
+  std::set<std::string> unit_launchers_;     // launchers whose unit is written (once per module)
 };
 
 }  // namespace kiln::codegen

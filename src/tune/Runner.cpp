@@ -237,6 +237,20 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
     save_expected(cache, s.expected);
   }
 
+  // A float output with no finite reference value would match any poisoned (NaN) output: the
+  // check would prove nothing.
+  for (size_t k = 0; k < s.expected.size(); ++k) {
+    const HostTensor& want = s.expected[k];
+    if (dtype_class(want.dtype()) != DTypeClass::Float || want.num_elements() == 0) continue;
+    bool finite = false;
+    for (int64_t i = 0; i < want.num_elements() && !finite; ++i) finite = std::isfinite(want.get_double(i));
+    if (!finite) {
+      throw std::runtime_error("the reference output " + std::to_string(k) + " of " + kernel.name +
+                               " has no finite value on the random inputs (seed " + std::to_string(request.seed) +
+                               "), so no candidate can be checked");
+    }
+  }
+
   if (request.target == codegen::Target::Cuda) {
     const GpuRuntime& rt = GpuRuntime::get();
     for (const HostTensor& t : s.inputs) {
@@ -353,6 +367,12 @@ void Runner::measure(const BuiltCandidate& built, Record& record) {
     }
     if (cuda) rt->event_destroy(start), rt->event_destroy(stop);
     if (record.status == "run_failed") return release();
+    if (times_us.empty() || !(percentile(times_us, 0.5) > 0)) {
+      // CUDA events a clock tick apart: the call enqueued no work on the stream it was given.
+      record.status = "run_failed";
+      record.error = "timed at 0 us: kiln_" + built.function + " ran no work between the timing events on its stream";
+      return release();
+    }
     record.status = "ok";
     record.median_us = percentile(times_us, 0.5);
     record.min_us = percentile(times_us, 0.0);

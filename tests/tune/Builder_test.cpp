@@ -66,7 +66,8 @@ TEST(Builder, TemplateCallsAreCompiledOnceIntoTheObjectCache) {
     ASSERT_FALSE(b.library.empty()) << b.error;
     // The candidate's own unit calls the template through the unit's launcher.
     const std::string source = text_of(b.library.substr(0, b.library.size() - 3) + ".cu");
-    EXPECT_NE(source.find("_launch(problem, epilogue, "), std::string::npos) << source;
+    EXPECT_NE(source.find("extern \"C\" cudaError_t kiln_gemm_unit_"), std::string::npos) << source;
+    EXPECT_NE(source.find("(&problem, &epilogue, "), std::string::npos) << source;
     EXPECT_EQ(source.find("kiln::gemm::gemm_wgmma<"), std::string::npos) << source;
   }
   const std::vector<fs::path> objects = objects_in(request.object_cache);
