@@ -30,14 +30,10 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "w4_gemv9_plan.h"
 #include "w4_gemv_async.cuh"
 
 namespace kiln::quant::gpu {
-
-constexpr int kGemv9Rows = 64;       // 4 row tiles of 16 per CTA
-constexpr int kGemv9Slice = 256;     // k per warp: two 128-k mma steps
-constexpr int kGemv9MaxWarps = 16;   // 512 threads, <= 128 registers each
-constexpr int kGemv9MaxSplits = 8;   // a portable cluster
 
 struct Gemv9Layout {
   static constexpr int kWeightBytes = kGemv9Rows * kGemv9Slice / 2;  // 8 KB
@@ -46,33 +42,6 @@ struct Gemv9Layout {
   static constexpr int kClusterBytes = kGemv9Rows * 16 * 4;          // 64 rows x 16 tokens fp32
 };
 inline size_t gemv9_smem_bytes(int warps) { return size_t(warps) * Gemv9Layout::kWarpBytes + Gemv9Layout::kClusterBytes; }
-
-// Warps per CTA and CTAs per 64-row tile (a cluster along K) of one launch; warps == 0: variant
-// 9 does not take the shape.
-struct Gemv9Plan {
-  int warps = 0;
-  int splits = 0;
-};
-
-// First of W = 8, 16, 4, 2, 1 warps (K = 256·W·splits) whose grid has >= 120 CTAs; else the
-// valid one with the most CTAs. `resident(w, s)` says whether all clusters of s CTAs of w warps
-// are resident at once (a second wave of clusters would double the time); splits > 1 only where
-// clusters exist (sm_90+). forced_warps > 0 considers only that W (benchmarks).
-template <class Resident>
-Gemv9Plan gemv9_plan(int n, int k, bool clusters, Resident resident, int forced_warps = 0) {
-  Gemv9Plan best;
-  if (n % kGemv9Rows != 0 || k % kGemv9Slice != 0) return best;
-  const int tiles = n / kGemv9Rows, slices = k / kGemv9Slice;
-  for (int w : {8, 16, 4, 2, 1}) {
-    if (slices % w != 0 || (forced_warps > 0 && w != forced_warps)) continue;
-    const int splits = slices / w;
-    if (splits > (clusters ? kGemv9MaxSplits : 1)) continue;
-    if (splits > 1 && !resident(w, splits)) continue;
-    if (best.warps == 0 || tiles * splits > tiles * best.splits) best = Gemv9Plan{w, splits};
-    if (tiles * splits >= 120) return Gemv9Plan{w, splits};
-  }
-  return best;
-}
 
 // The lane's copies of one row tile: rows g, g + 8 of tile `rt`, units t and 4 + t (k 32t and
 // 128 + 32t of the slice); the caller commits.
