@@ -59,20 +59,44 @@ __device__ __forceinline__ void gemv9_issue_tile(const LinearParams& p, uint8_t*
   }
 }
 
-// Scale (and INT4 zero) bytes of the warp's 64 rows x 256 k, in 4-byte pieces spread over the
-// lanes (NVFP4 16 bytes per row, MXFP4 8, INT4 512/group each); the caller commits.
+// BYTES (4, 8 or 16) through L1 into shared memory.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_ca(void* smem, const void* gmem) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(gmem), "n"(BYTES) : "memory");
+}
+
+// Scale (and INT4 zero) bytes of the warp's 64 rows x 256 k, one copy per row and tensor (BYTES:
+// NVFP4 16, MXFP4 8, INT4 512/group), two rows per lane; the caller commits.
+template <Format F, int BYTES>
+__device__ __forceinline__ void gemv9_issue_scale_rows(const LinearParams& p, uint8_t* buf, int row0, int k0, int lane) {
+  const size_t stride = row_scale_bytes<F>(p);
+  const size_t koff = size_t(k0 / kGemv9Slice) * BYTES;
+  uint8_t* dst = buf + Gemv9Layout::kWeightBytes;
+#pragma unroll
+  for (int tensor = 0; tensor < (F == Format::Int4 ? 2 : 1); ++tensor) {
+    const uint8_t* base = static_cast<const uint8_t*>(tensor == 0 ? p.scale : p.zero);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = lane + 32 * h;
+      cp_async_ca<BYTES>(dst + r * Gemv9Layout::kScaleRowBytes + 16 * tensor, base + size_t(row0 + r) * stride + koff);
+    }
+  }
+}
 template <Format F>
 __device__ __forceinline__ void gemv9_issue_scales(const LinearParams& p, uint8_t* buf, int row0, int k0, int lane) {
-  const int bytes = F == Format::NvFp4 ? 16 : F == Format::MxFp4 ? 8 : 2 * kGemv9Slice / p.group;
-  const int pieces = bytes / 4, tensors = F == Format::Int4 ? 2 : 1;
-  const size_t stride = row_scale_bytes<F>(p);
-  const size_t koff = size_t(k0 / kGemv9Slice) * bytes;
-  uint8_t* dst = buf + Gemv9Layout::kWeightBytes;
-  for (int q = lane; q < kGemv9Rows * pieces * tensors; q += 32) {
-    const int tensor = q / (kGemv9Rows * pieces), rem = q - tensor * kGemv9Rows * pieces;
-    const int r = rem / pieces, part = rem - r * pieces;
-    const uint8_t* base = static_cast<const uint8_t*>(tensor == 0 ? p.scale : p.zero);
-    cp_async4(dst + r * Gemv9Layout::kScaleRowBytes + 16 * tensor + 4 * part, base + size_t(row0 + r) * stride + koff + 4 * part);
+  if constexpr (F == Format::NvFp4) {
+    gemv9_issue_scale_rows<F, 16>(p, buf, row0, k0, lane);
+  } else if constexpr (F == Format::MxFp4) {
+    gemv9_issue_scale_rows<F, 8>(p, buf, row0, k0, lane);
+  } else {
+    if (p.group == 32) {
+      gemv9_issue_scale_rows<F, 16>(p, buf, row0, k0, lane);
+    } else if (p.group == 64) {
+      gemv9_issue_scale_rows<F, 8>(p, buf, row0, k0, lane);
+    } else {
+      gemv9_issue_scale_rows<F, 4>(p, buf, row0, k0, lane);
+    }
   }
 }
 
@@ -156,11 +180,14 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
   for (int rt = 0; rt < 4; ++rt) {
     cp_async_wait_upto7(3 - rt);
     if (rt == 0) __syncwarp();  // the scale pieces other lanes copied
-    float acc[NT][4];
+    // One accumulator chain per step (two independent mma chains of 8·NT, not one of 16·NT).
+    float acc[2][NT][4];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int s = 0; s < 2; ++s)
 #pragma unroll
-    for (int s = 0; s < 2; ++s) mma_step<F, T, NT>(gemv9_read_step<F>(buf, lane, rt, s, p.group), xs[s], acc);
+      for (int j = 0; j < NT; ++j) acc[s][j][0] = acc[s][j][1] = acc[s][j][2] = acc[s][j][3] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) mma_step<F, T, NT>(gemv9_read_step<F>(buf, lane, rt, s, p.group), xs[s], acc[s]);
     // The tile's 2 KB of weights are consumed: its partials go there (other lanes may still be
     // reading their own units of it until the __syncwarp).
     __syncwarp();
@@ -168,7 +195,7 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) part[gemv9_part(j, e, lane)] = acc[j][e];
+      for (int e = 0; e < 4; ++e) part[gemv9_part(j, e, lane)] = acc[0][j][e] + acc[1][j][e];
   }
   __syncthreads();
 
@@ -180,6 +207,12 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
     return v;
   };
   const bool gated = p.act != Activation::None;
+  // Whether value `off` of a row tile is a valid token's and, gated, a gate row's (rows 8..15 of a
+  // tile are the up rows of rows 0..7): the others are neither summed nor stored.
+  auto wanted = [&](int off) {
+    const int j = off >> 7, e = (off >> 5) & 3, l = off & 31;
+    return tok_base + 8 * j + 2 * (l & 3) + (e & 1) < p.m && !(gated && e >= 2);
+  };
   // Output of value `off` of row tile rt from the K-complete sums v (and, gated, u of row + 8).
   auto finish = [&](int rt, int off, float v, float u) {
     const int j = off >> 7, e = (off >> 5) & 3, l = off & 31;
@@ -198,9 +231,7 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
   if (splits == 1) {
     for (int idx = threadIdx.x; idx < 4 * kPerTile; idx += blockDim.x) {
       const int rt = idx / kPerTile, off = idx - rt * kPerTile;
-      const int e = (off >> 5) & 3;
-      if (gated && e >= 2) continue;  // rows 8..15 of a tile are the up rows of rows 0..7
-      finish(rt, off, cta_sum(rt, off), gated ? cta_sum(rt, off + 64) : 0.0f);
+      if (wanted(off)) finish(rt, off, cta_sum(rt, off), gated ? cta_sum(rt, off + 64) : 0.0f);
     }
     return;
   }
@@ -208,16 +239,15 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
   namespace cg = cooperative_groups;
   float* red = reinterpret_cast<float*>(gemv9_smem + size_t(warps) * Gemv9Layout::kWarpBytes);
   for (int idx = threadIdx.x; idx < 4 * kPerTile; idx += blockDim.x) {
-    const int rt = idx / kPerTile;
-    red[idx] = cta_sum(rt, idx - rt * kPerTile);
+    const int rt = idx / kPerTile, off = idx - rt * kPerTile;
+    if (wanted(off) || (gated && wanted(off - 64))) red[idx] = cta_sum(rt, off);
   }
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every CTA's sums are in its shared memory
   const int rank = int(cluster.block_rank());
   for (int idx = rank + splits * int(threadIdx.x); idx < 4 * kPerTile; idx += splits * int(blockDim.x)) {
     const int rt = idx / kPerTile, off = idx - rt * kPerTile;
-    const int e = (off >> 5) & 3;
-    if (gated && e >= 2) continue;
+    if (!wanted(off)) continue;
     float v = 0.0f, u = 0.0f;
     for (int q = 0; q < splits; ++q) {  // rank order: the sum does not depend on timing
       const float* r = cluster.map_shared_rank(red, q);
@@ -232,8 +262,14 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
 
 // Whether clusters of `splits` CTAs of `warps` warps of this kernel can all be resident at once
 // for a grid of `ctas` CTAs (the occupancy API, which also counts what fits in each GPC).
+// The last residency query's answer (clusters resident at once, clusters needed), for the
+// benchmarks' note of why a shape has no plan.
+inline thread_local int gemv9_last_resident[2] = {0, 0};
+
 template <Format F, typename T, int NT, class Ep>
 bool gemv9_resident(int warps, int splits, int ctas) {
+  const char* any = std::getenv("KILN_QUANT_GEMV9_ANY_CLUSTER");  // benchmarks: skip the check
+  if (any && any[0] == '1') return true;
   static std::atomic<int> cache[5][4];  // warps 1..16, splits 1..8 (log2): max active clusters + 1
   int wi = 0, si = 0;
   while ((1 << wi) < warps) ++wi;
@@ -253,10 +289,14 @@ bool gemv9_resident(int warps, int splits, int ctas) {
     cfg.numAttrs = 1;
     if (cudaOccupancyMaxActiveClusters(&count, w4_gemv9_kernel<F, T, NT, Ep>, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
+      gemv9_last_resident[0] = -1;  // the query failed
+      gemv9_last_resident[1] = ctas / splits;
       return false;  // unknown: no split on it (not cached)
     }
     cache[wi][si].store(count + 1, std::memory_order_relaxed);
   }
+  gemv9_last_resident[0] = count;
+  gemv9_last_resident[1] = ctas / splits;
   return int64_t(count) * splits >= ctas;
 }
 
@@ -287,9 +327,10 @@ Gemv9Plan gemv9_plan_here(int n, int k) {
 inline thread_local Gemv9Plan gemv9_last_plan;
 
 // Launches variant 9 for tokens [0, m) in tiles of 8·NT (one launch per tile); returns
-// cudaErrorNotSupported, launching nothing, where the shape has no plan (the caller runs 5).
+// cudaErrorNotSupported, launching nothing, where the shape has no plan, or with default_only
+// where gemv9_default_takes refuses the plan (the caller runs 5).
 template <Format F, typename T, int NT, class Ep>
-cudaError_t launch_gemv9(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
+cudaError_t launch_gemv9(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream, bool default_only = false) {
   // A lane's 32 k of a step lie in one INT4 group, and a slice holds whole groups.
   if (F == Format::Int4 && (p.group < 32 || p.group > 128 || kGemv9Slice % p.group != 0)) {
     gemv9_last_plan = Gemv9Plan{};
@@ -297,7 +338,7 @@ cudaError_t launch_gemv9(const LinearParams& p, const Ep& ep, bool pdl, cudaStre
   }
   const Gemv9Plan plan = gemv9_plan_here<F, T, NT, Ep>(p.n, p.k);
   gemv9_last_plan = plan;
-  if (plan.warps == 0) return cudaErrorNotSupported;
+  if (plan.warps == 0 || (default_only && !gemv9_default_takes(plan, p.n))) return cudaErrorNotSupported;
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;

@@ -180,11 +180,13 @@ cudaError_t launch_gemv_variant(const LinearParams& p, const Ep& ep, int warps, 
 }
 
 // last_gemm_path after a variant-9 launch: its plan, or that variant 5 ran.
-inline thread_local char gemv9_path_text[64];
+inline thread_local char gemv9_path_text[128];
 inline void note_gemv9_path() {
   const Gemv9Plan plan = gemv9_last_plan;
   if (plan.warps == 0) {
-    last_gemm_path = "GEMV variant 9 has no plan here: variant 5";
+    std::snprintf(gemv9_path_text, sizeof gemv9_path_text, "GEMV variant 9 has no plan here (last cluster query: %d resident, %d needed): variant 5",
+                  gemv9_last_resident[0], gemv9_last_resident[1]);
+    last_gemm_path = gemv9_path_text;
   } else {
     std::snprintf(gemv9_path_text, sizeof gemv9_path_text, "GEMV variant 9: %d warps x %d CTAs per cluster", plan.warps, plan.splits);
     last_gemm_path = gemv9_path_text;
@@ -197,7 +199,7 @@ template <Format F, typename T, int NT, class Ep>
 cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
   if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
   if (p.m >= 2) {
-    const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream);
+    const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream, /*default_only=*/true);
     note_gemv9_path();
     if (e != cudaErrorNotSupported) return e;
   }
