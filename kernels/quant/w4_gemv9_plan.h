@@ -38,13 +38,14 @@ Gemv9Plan gemv9_plan(int n, int k, bool clusters, Resident resident, int forced_
   return best;
 }
 
-// Whether the library's default runs a plan (else variant 5): only grids of at least
-// kGemv9DefaultMinWarps warps (12 per SM of an H200). Session 7's run 1 (bench/quant/NOTES.md,
-// H200): 2048 warps (16384x2048) ran faster than variant 5 at M = 2..16; 256-512 warps (4096x1024,
-// 1024x4096, the action expert's 8192x1024) slower, each warp's serial work then being the time.
+// Whether the library's default runs a plan (else variant 5): one CTA per 64-row tile (no cluster)
+// and a grid of at least kGemv9DefaultMinWarps warps (12 per SM of an H200). Session 7 (bench/quant/
+// NOTES.md, H200): 2048 warps without clusters (16384x2048) ran faster than variant 5 at M = 2..16;
+// 256-512-warp grids (4096x1024, 1024x4096, the action expert's 8192x1024) slower, each warp's serial
+// work then being the time; 2048x16384 in clusters of 8 (or 4 of 16 warps) slower than variant 5.
 constexpr int kGemv9DefaultMinWarps = 12 * 132;
 inline bool gemv9_default_takes(Gemv9Plan plan, int n) {
-  return plan.warps > 0 && (n / kGemv9Rows) * plan.splits * plan.warps >= kGemv9DefaultMinWarps;
+  return plan.warps > 0 && plan.splits == 1 && (n / kGemv9Rows) * plan.warps >= kGemv9DefaultMinWarps;
 }
 
 }  // namespace kiln::quant::gpu

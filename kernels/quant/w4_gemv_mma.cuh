@@ -59,44 +59,20 @@ __device__ __forceinline__ void gemv9_issue_tile(const LinearParams& p, uint8_t*
   }
 }
 
-// BYTES (4, 8 or 16) through L1 into shared memory.
-template <int BYTES>
-__device__ __forceinline__ void cp_async_ca(void* smem, const void* gmem) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(gmem), "n"(BYTES) : "memory");
-}
-
-// Scale (and INT4 zero) bytes of the warp's 64 rows x 256 k, one copy per row and tensor (BYTES:
-// NVFP4 16, MXFP4 8, INT4 512/group), two rows per lane; the caller commits.
-template <Format F, int BYTES>
-__device__ __forceinline__ void gemv9_issue_scale_rows(const LinearParams& p, uint8_t* buf, int row0, int k0, int lane) {
-  const size_t stride = row_scale_bytes<F>(p);
-  const size_t koff = size_t(k0 / kGemv9Slice) * BYTES;
-  uint8_t* dst = buf + Gemv9Layout::kWeightBytes;
-#pragma unroll
-  for (int tensor = 0; tensor < (F == Format::Int4 ? 2 : 1); ++tensor) {
-    const uint8_t* base = static_cast<const uint8_t*>(tensor == 0 ? p.scale : p.zero);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = lane + 32 * h;
-      cp_async_ca<BYTES>(dst + r * Gemv9Layout::kScaleRowBytes + 16 * tensor, base + size_t(row0 + r) * stride + koff);
-    }
-  }
-}
+// Scale (and INT4 zero) bytes of the warp's 64 rows x 256 k, in 4-byte pieces spread over the
+// lanes (NVFP4 16 bytes per row, MXFP4 8, INT4 512/group each); the caller commits.
 template <Format F>
 __device__ __forceinline__ void gemv9_issue_scales(const LinearParams& p, uint8_t* buf, int row0, int k0, int lane) {
-  if constexpr (F == Format::NvFp4) {
-    gemv9_issue_scale_rows<F, 16>(p, buf, row0, k0, lane);
-  } else if constexpr (F == Format::MxFp4) {
-    gemv9_issue_scale_rows<F, 8>(p, buf, row0, k0, lane);
-  } else {
-    if (p.group == 32) {
-      gemv9_issue_scale_rows<F, 16>(p, buf, row0, k0, lane);
-    } else if (p.group == 64) {
-      gemv9_issue_scale_rows<F, 8>(p, buf, row0, k0, lane);
-    } else {
-      gemv9_issue_scale_rows<F, 4>(p, buf, row0, k0, lane);
-    }
+  const int bytes = F == Format::NvFp4 ? 16 : F == Format::MxFp4 ? 8 : 2 * kGemv9Slice / p.group;
+  const int pieces = bytes / 4, tensors = F == Format::Int4 ? 2 : 1;
+  const size_t stride = row_scale_bytes<F>(p);
+  const size_t koff = size_t(k0 / kGemv9Slice) * bytes;
+  uint8_t* dst = buf + Gemv9Layout::kWeightBytes;
+  for (int q = lane; q < kGemv9Rows * pieces * tensors; q += 32) {
+    const int tensor = q / (kGemv9Rows * pieces), rem = q - tensor * kGemv9Rows * pieces;
+    const int r = rem / pieces, part = rem - r * pieces;
+    const uint8_t* base = static_cast<const uint8_t*>(tensor == 0 ? p.scale : p.zero);
+    cp_async4(dst + r * Gemv9Layout::kScaleRowBytes + 16 * tensor + 4 * part, base + size_t(row0 + r) * stride + koff + 4 * part);
   }
 }
 
@@ -180,14 +156,11 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
   for (int rt = 0; rt < 4; ++rt) {
     cp_async_wait_upto7(3 - rt);
     if (rt == 0) __syncwarp();  // the scale pieces other lanes copied
-    // One accumulator chain per step (two independent mma chains of 8·NT, not one of 16·NT).
-    float acc[2][NT][4];
+    float acc[NT][4];
 #pragma unroll
-    for (int s = 0; s < 2; ++s)
+    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < NT; ++j) acc[s][j][0] = acc[s][j][1] = acc[s][j][2] = acc[s][j][3] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < 2; ++s) mma_step<F, T, NT>(gemv9_read_step<F>(buf, lane, rt, s, p.group), xs[s], acc[s]);
+    for (int s = 0; s < 2; ++s) mma_step<F, T, NT>(gemv9_read_step<F>(buf, lane, rt, s, p.group), xs[s], acc);
     // The tile's 2 KB of weights are consumed: its partials go there (other lanes may still be
     // reading their own units of it until the __syncwarp).
     __syncwarp();
@@ -195,7 +168,7 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) part[gemv9_part(j, e, lane)] = acc[0][j][e] + acc[1][j][e];
+      for (int e = 0; e < 4; ++e) part[gemv9_part(j, e, lane)] = acc[j][e];
   }
   __syncthreads();
 
@@ -207,12 +180,6 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
     return v;
   };
   const bool gated = p.act != Activation::None;
-  // Whether value `off` of a row tile is a valid token's and, gated, a gate row's (rows 8..15 of a
-  // tile are the up rows of rows 0..7): the others are neither summed nor stored.
-  auto wanted = [&](int off) {
-    const int j = off >> 7, e = (off >> 5) & 3, l = off & 31;
-    return tok_base + 8 * j + 2 * (l & 3) + (e & 1) < p.m && !(gated && e >= 2);
-  };
   // Output of value `off` of row tile rt from the K-complete sums v (and, gated, u of row + 8).
   auto finish = [&](int rt, int off, float v, float u) {
     const int j = off >> 7, e = (off >> 5) & 3, l = off & 31;
@@ -231,7 +198,9 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
   if (splits == 1) {
     for (int idx = threadIdx.x; idx < 4 * kPerTile; idx += blockDim.x) {
       const int rt = idx / kPerTile, off = idx - rt * kPerTile;
-      if (wanted(off)) finish(rt, off, cta_sum(rt, off), gated ? cta_sum(rt, off + 64) : 0.0f);
+      const int e = (off >> 5) & 3;
+      if (gated && e >= 2) continue;  // rows 8..15 of a tile are the up rows of rows 0..7
+      finish(rt, off, cta_sum(rt, off), gated ? cta_sum(rt, off + 64) : 0.0f);
     }
     return;
   }
@@ -239,15 +208,16 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
   namespace cg = cooperative_groups;
   float* red = reinterpret_cast<float*>(gemv9_smem + size_t(warps) * Gemv9Layout::kWarpBytes);
   for (int idx = threadIdx.x; idx < 4 * kPerTile; idx += blockDim.x) {
-    const int rt = idx / kPerTile, off = idx - rt * kPerTile;
-    if (wanted(off) || (gated && wanted(off - 64))) red[idx] = cta_sum(rt, off);
+    const int rt = idx / kPerTile;
+    red[idx] = cta_sum(rt, idx - rt * kPerTile);
   }
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every CTA's sums are in its shared memory
   const int rank = int(cluster.block_rank());
   for (int idx = rank + splits * int(threadIdx.x); idx < 4 * kPerTile; idx += splits * int(blockDim.x)) {
     const int rt = idx / kPerTile, off = idx - rt * kPerTile;
-    if (!wanted(off)) continue;
+    const int e = (off >> 5) & 3;
+    if (gated && e >= 2) continue;
     float v = 0.0f, u = 0.0f;
     for (int q = 0; q < splits; ++q) {  // rank order: the sum does not depend on timing
       const float* r = cluster.map_shared_rank(red, q);

@@ -59,7 +59,8 @@ inline LinearPlan plan_linear(int m, int n, int k) {
 
 // 0: the choice per call of launch_gemv_default (below): variant 8 at M = 1 where gemv8_applies
 // (measured faster than 5 and 7 at M = 1 on every shape in session 4's run 2, bench/quant/NOTES.md),
-// variant 9 at M = 2..16 where it has a plan, else 5.
+// variant 9 at M = 2..16 where gemv9_default_takes its plan (no cluster, >= 12 x 132 warps:
+// measured faster than 5 there in session 7), else 5.
 constexpr int kDefaultGemvVariant = 0;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
@@ -194,7 +195,8 @@ inline void note_gemv9_path() {
 }
 
 // The default GEMV without the variant switch (what generated code instantiates: four kernels
-// per format and dtype instead of sixteen): 8 at M = 1, 9 at M = 2..16, 5 where they do not apply.
+// per format and dtype instead of sixteen): 8 at M = 1, 9 at M = 2..16 where gemv9_default_takes
+// its plan, 5 elsewhere.
 template <Format F, typename T, int NT, class Ep>
 cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
   if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);

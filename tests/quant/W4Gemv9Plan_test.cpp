@@ -51,9 +51,10 @@ TEST(W4Gemv9Plan, ForcedWarps) {
   expect_plan(gemv9_plan(16384, 2048, true, all_resident, 16), 0, 0, "16 warps asked: 8 slices");
 }
 
-TEST(W4Gemv9Plan, TheDefaultTakesOnlyGridsOfManyWarps) {
+TEST(W4Gemv9Plan, TheDefaultTakesOnlyGridsOfManyWarpsWithoutClusters) {
   EXPECT_TRUE(gemv9_default_takes(Gemv9Plan{8, 1}, 16384));   // 2048 warps
-  EXPECT_TRUE(gemv9_default_takes(Gemv9Plan{8, 8}, 2048));    // 2048 warps in clusters
+  EXPECT_TRUE(gemv9_default_takes(Gemv9Plan{8, 1}, 32768));   // Gemma's fused gate/up
+  EXPECT_FALSE(gemv9_default_takes(Gemv9Plan{8, 8}, 2048));   // 2048 warps, but in clusters of 8
   EXPECT_FALSE(gemv9_default_takes(Gemv9Plan{4, 1}, 8192));   // 512 warps
   EXPECT_FALSE(gemv9_default_takes(Gemv9Plan{2, 2}, 4096));   // 256 warps
   EXPECT_FALSE(gemv9_default_takes(Gemv9Plan{}, 16384));      // no plan
