@@ -1,5 +1,5 @@
-"""ncu target for the quant benchmark (run.sh): one call of GEMV variants 5, 7 and 8 (nvfp4, bf16,
-M = 1) on the two Gemma shapes, each checked against the fp64 reference first, so that ncu's
+"""ncu target for the quant benchmark (run.sh): one call of each GEMV variant and M in RUNS (nvfp4,
+bf16) on the two Gemma shapes, each checked against the fp64 reference first, so that ncu's
 instruction counts and stall reasons describe correct kernels. Prints instructions per weight
 from ncu's CSV when given --report (run.sh calls it twice: under ncu, then to summarise)."""
 import argparse
@@ -12,7 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 SHAPES = [(16384, 2048), (2048, 16384)]
-VARIANTS = ["5", "7", "8"]
+RUNS = [("8", 1), ("9", 1), ("9", 4), ("9", 16), ("5", 4)]  # (variant, M)
 
 
 def run(lib_path):
@@ -25,15 +25,15 @@ def run(lib_path):
         w = torch.randn(n, k, device=dev) * 0.02
         q = kq.quantize(w, "nvfp4")
         kw = kq.KernelWeight(q)
-        for v in VARIANTS:
+        for v, m in RUNS:
             os.environ["KILN_QUANT_GEMV_VARIANT"] = v
-            x = torch.randn(1, k, device=dev).to(torch.bfloat16)
-            y = torch.full((1, n), float("nan"), device=dev, dtype=torch.bfloat16)
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            y = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
             kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + kw.args() + [y], ws)()
             torch.cuda.synchronize()
             ref = x.double() @ q.dequant().double().T
             err = ((y.double() - ref).norm() / ref.norm()).item()
-            print(f"profile: {n}x{k} variant {v}: rel err {err:.2e}{'' if err < 8e-3 else '  FAIL'}", flush=True)
+            print(f"profile: {n}x{k} variant {v} M={m}: rel err {err:.2e}{'' if err < 8e-3 else '  FAIL'}", flush=True)
 
 
 def report(csv_path, out):
@@ -42,9 +42,9 @@ def report(csv_path, out):
     start = text.find('"ID"')
     rows = list(csv.DictReader(io.StringIO(text[start:])))
     rows = [r for r in rows if r.get("Kernel Name", "").startswith(("w4_gemv", "void kiln", "void w4"))  or "w4_gemv" in r.get("Kernel Name", "")]
-    lines = ["| shape | variant | kernel | µs (ncu) | DRAM read MB | warp inst / weight | thread inst / weight | top stalls (warp cycles per issued inst) |",
+    lines = ["| shape | variant, M | kernel | µs (ncu) | DRAM read MB | warp inst / weight | thread inst / weight | top stalls (warp cycles per issued inst) |",
              "|---|---|---|---|---|---|---|---|"]
-    labels = [(n, k, v) for (n, k) in SHAPES for v in VARIANTS]
+    labels = [(n, k, f"{v}, M={m}") for (n, k) in SHAPES for v, m in RUNS]
     for (n, k, v), r in zip(labels, rows):
         def num(key):
             try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build libkiln_quant (unless LIB names a prebuilt one) and the read-ceiling
-# kernel with nvcc for the GPU here; ncu instruction counts and stall reasons of GEMV variants 5,
-# 7 and 8 (checked first); then check every kernel variant and shape against a reference on fresh
+# kernel with nvcc for the GPU here; ncu instruction counts and stall reasons of the GEMV variants
+# and M in bench/quant/profile.py's RUNS (checked first; NCU_TIMEOUT seconds, default 150); then check every kernel variant and shape against a reference on fresh
 # random data and time kiln against the read ceiling, cuBLAS bf16 and PyTorch's int4 kernel.
 # Writes bench/results/quant_<device>_<date>.md and ncu_gemv.md (and copies under $OUT).
 #   usage: bench/quant/run.sh            (from the repository root)
@@ -30,8 +30,8 @@ if command -v cuobjdump >/dev/null; then
   cuobjdump -sass "$LIB" | python3 bench/quant/sass_count.py "$OUTDIR/sass_gemv78.md" || echo "sass count failed"
 fi
 if [ "${NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
-  echo "== ncu: GEMV variants 5, 7 and 8, nvfp4 bf16, M = 1"
-  timeout 150 ncu --clock-control none -k regex:w4_gemv --section WarpStateStats \
+  echo "== ncu: GEMV variants of profile.py's RUNS, nvfp4 bf16"
+  timeout "${NCU_TIMEOUT:-150}" ncu --clock-control none -k regex:w4_gemv --section WarpStateStats \
     --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,dram__bytes_read.sum,gpu__time_duration.sum \
     --page raw --csv --print-units base python3 bench/quant/profile.py --lib "$LIB" > "$OUTDIR/ncu_gemv.csv" || echo "ncu failed: $?"
   python3 bench/quant/profile.py --report "$OUTDIR/ncu_gemv.csv" --out "$OUTDIR/ncu_gemv.md" || echo "ncu report failed"

@@ -1,7 +1,9 @@
-"""Static SASS instruction counts of GEMV variants 7 and 8 (cuobjdump -sass of libkiln_quant on stdin).
+"""Static SASS instruction counts of GEMV variants 7, 8 and 9 (cuobjdump -sass of libkiln_quant on stdin).
 Variant 7's body is fully unrolled (no loops): a lane's instruction count is its static count, and
 a lane handles 16 rows x 32 k per chunk, so instructions per weight = count / (512 * chunks per
-warp). Writes a table, and the SASS of the nvfp4/bf16 one-chunk kernel for reading."""
+warp). Variant 9 (also unrolled but for its scale copy and epilogue loops): a lane handles 8 rows x
+64 k = 512 weights; its "main" count is the code from griddepcontrol.wait (ACQBULK) to the CTA
+barrier before the epilogue. Writes a table, and the SASS of the nvfp4/bf16 one-chunk kernel."""
 import collections
 import re
 import sys
@@ -12,9 +14,17 @@ rows = ["| kernel | SASS instructions | per weight | top opcodes |", "|---|---|-
 keep = ""
 for f in re.split(r"\n\s*Function : ", text)[1:]:
     name = f.split("\n")[0].strip()
-    if "w4_gemv7_kernel" not in name and "w4_gemv8_kernel" not in name:
+    if "w4_gemv7_kernel" not in name and "w4_gemv8_kernel" not in name and "w4_gemv9_kernel" not in name:
         continue
     ins = re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", f)
+    if "w4_gemv9_kernel" in name:
+        fmt = {"E0E": "nvfp4", "E1E": "mxfp4", "E2E": "int4"}
+        label = "v9 " + next((v for k, v in fmt.items() if f"Format{k}" in name), "?") + (" bf16" if "bfloat16" in name else " f16") + (" NT=2" if "Li2E" in name else " NT=1")
+        a = next((i for i, x in enumerate(ins) if "ACQBULK" in x), 0)
+        b = next((i for i, x in enumerate(ins) if "BAR.SYNC" in x), len(ins))
+        ops = collections.Counter((i.split()[1] if i.startswith("@") else i.split()[0]).split(".")[0] for i in ins[a:b])
+        rows.append(f"| {label} | {len(ins)} (main {b - a}) | main {(b - a) / 512:.2f} | {', '.join(f'{k} {v}' for k, v in ops.most_common(10))} |")
+        continue
     ops = collections.Counter((i.split()[1] if i.startswith("@") else i.split()[0]).split(".")[0] for i in ins)
     per = 512 * (2 if "Li2E" in name else 1)
     fmt = {"E0E": "nvfp4", "E1E": "mxfp4", "E2E": "int4"}

@@ -4,11 +4,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "w4_gemm.cuh"
 #include "w4_gemm_sm90.cuh"
 #include "w4_gemv_async.cuh"
+#include "w4_gemv_mma.cuh"
 
 namespace kiln::quant::gpu {
 
@@ -55,18 +57,22 @@ inline LinearPlan plan_linear(int m, int n, int k) {
   return plan;
 }
 
-// 8 (M = 1 where gemv8_applies; variant 5 for M = 2..16 and other shapes): measured faster than 5
-// and 7 at M = 1 on every shape in session 4's run 2 (bench/quant/NOTES.md).
-constexpr int kDefaultGemvVariant = 8;
+// 0: the choice per call of launch_gemv_default (below): variant 8 at M = 1 where gemv8_applies
+// (measured faster than 5 and 7 at M = 1 on every shape in session 4's run 2, bench/quant/NOTES.md),
+// variant 9 at M = 2..16 where gemv9_default_takes its plan (no cluster, >= 12 x 132 warps:
+// measured faster than 5 there in session 7), else 5.
+constexpr int kDefaultGemvVariant = 0;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..8
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..9
 // selects another, so that benchmarks can compare them in one run. Variant 7 (w4_gemv_half2.cuh)
 // runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384) and is variant 5 elsewhere;
-// so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async).
+// so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async). Variant 9
+// (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where gemv9_plan has a plan (N a
+// multiple of 64, K of 256) and is variant 5 elsewhere.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] >= '1' && v[0] <= '8') ? v[0] - '0' : kDefaultGemvVariant;
+  return v && (v[0] >= '1' && v[0] <= '9') ? v[0] - '0' : kDefaultGemvVariant;
 }
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
@@ -174,6 +180,34 @@ cudaError_t launch_gemv_variant(const LinearParams& p, const Ep& ep, int warps, 
   }
 }
 
+// last_gemm_path after a variant-9 launch: its plan, or that variant 5 ran.
+inline thread_local char gemv9_path_text[128];
+inline void note_gemv9_path() {
+  const Gemv9Plan plan = gemv9_last_plan;
+  if (plan.warps == 0) {
+    std::snprintf(gemv9_path_text, sizeof gemv9_path_text, "GEMV variant 9 has no plan here (last cluster query: %d resident, %d needed): variant 5",
+                  gemv9_last_resident[0], gemv9_last_resident[1]);
+    last_gemm_path = gemv9_path_text;
+  } else {
+    std::snprintf(gemv9_path_text, sizeof gemv9_path_text, "GEMV variant 9: %d warps x %d CTAs per cluster", plan.warps, plan.splits);
+    last_gemm_path = gemv9_path_text;
+  }
+}
+
+// The default GEMV without the variant switch (what generated code instantiates: four kernels
+// per format and dtype instead of sixteen): 8 at M = 1, 9 at M = 2..16 where gemv9_default_takes
+// its plan, 5 elsewhere.
+template <Format F, typename T, int NT, class Ep>
+cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
+  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+  if (p.m >= 2) {
+    const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream, /*default_only=*/true);
+    note_gemv9_path();
+    if (e != cudaErrorNotSupported) return e;
+  }
+  return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+}
+
 template <Format F, typename T, int NT, class Ep>
 cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
   switch (gemv_variant()) {
@@ -188,17 +222,17 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
     case 8:
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
-    default: return launch_gemv_variant<F, T, NT, 1>(p, ep, warps, stream);
+    case 9: {
+      const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream);
+      note_gemv9_path();
+      if (e != cudaErrorNotSupported) return e;
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    }
+    case 1: return launch_gemv_variant<F, T, NT, 1>(p, ep, warps, stream);
+    default: return launch_gemv_default<F, T, NT>(p, ep, warps, stream);
   }
 }
 
-// The default GEMV of kDefaultGemvVariant without the variant switch (what generated code
-// instantiates: two kernels per format and dtype instead of fourteen).
-template <Format F, typename T, int NT, class Ep>
-cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
-  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
-  return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
-}
 
 template <Format F, typename T>
 cudaError_t launch_linear_unchecked(LinearParams p, void* partial, cudaStream_t stream);

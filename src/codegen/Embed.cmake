@@ -25,7 +25,7 @@ foreach(path ${KILN_GEMM_TEMPLATES})
   list(APPEND KILN_EMBEDDED_FILES "${path}=include/kiln/gemm/${file}")
 endforeach()
 # The 4-bit weight kernels (kernels/quant/*.cuh and their plain C++ headers w4_nibbles.h,
-# w4_wgmma_plan.h), included as kiln/quant/<file>.
+# w4_wgmma_plan.h, w4_gemv9_plan.h), included as kiln/quant/<file>.
 file(GLOB KILN_QUANT_KERNELS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/kernels/quant/*.cuh" "${PROJECT_SOURCE_DIR}/kernels/quant/*.h")
 foreach(path ${KILN_QUANT_KERNELS})
   get_filename_component(file ${path} NAME)
