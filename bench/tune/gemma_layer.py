@@ -22,7 +22,8 @@ def tunable_nodes(path):
     return [n.name for n in model.graph.node if n.op_type not in NOT_KERNELS]
 
 
-def export(path, tokens, dtype_name):
+def build_layer(tokens, dtype_name):
+    """The layer as a PyTorch module (seed 0, weights halved), on the GPU when there is one."""
     import torch
 
     class RMSNorm(torch.nn.Module):
@@ -79,7 +80,13 @@ def export(path, tokens, dtype_name):
     layer = GemmaDecoderLayer(tokens=tokens).to("cuda" if torch.cuda.is_available() else "cpu", dtype).eval()
     for p in layer.parameters():
         p.data.mul_(0.5)
-    x = torch.randn(1, tokens, 2048, dtype=dtype, device=layer.q.weight.device)
+    return layer
+
+
+def export(path, tokens, dtype_name, layer=None):
+    import torch
+    layer = layer if layer is not None else build_layer(tokens, dtype_name)
+    x = torch.randn(1, tokens, 2048, dtype=getattr(torch, dtype_name), device=layer.q.weight.device)
     torch.onnx.export(layer, (x,), path, opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
 
 

@@ -462,31 +462,34 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
 }
 
 // A unit of its own for the template call of `stage` (ModuleOptions::template_units): the functor
-// (as `epilogue_text`, renamed kiln_unit_epilogue) and an extern "C" launcher named after a hash of
-// the unit's text, so that the same contraction and epilogue give the same unit whatever the rest
-// of the module is; the module declares the launcher and calls it with its own functor, whose
-// members are the same.
+// (`epilogue_text`) and an extern "C" launcher, both named after a hash of the unit's text, so
+// that the same contraction and epilogue give the same unit whatever the rest of the module is;
+// the module declares the launcher and calls it with its own functor, whose members are the same.
+// The functor's name must differ between different units: the template instantiations it names
+// (kernels and their host-side launch functions) are merged by the linker across the library's
+// objects, and two functors of one name would leave every unit calling one of them.
 void CudaPrinter::print_template_unit(const FunctionLayout& f, size_t stage, const TemplateContraction* op,
                                       std::string epilogue_text) {
-  const std::string name = epilogue_name(f, stage);
-  for (size_t at = epilogue_text.find(name); at != std::string::npos; at = epilogue_text.find(name, at)) {
-    epilogue_text.replace(at, name.size(), "kiln_unit_epilogue");
-  }
   const std::string split_type = op->split_k.defined() ? storage_type_name(op->split_k->dtype) : "float";
   const std::string params = "(const kiln::gemm::Problem* problem_in, const void* epilogue_in, " + split_type +
                              "* split, int64_t split_bytes, cudaStream_t stream)";
-  auto unit = [&](const std::string& launcher) {
-    return prologue() + "\n// " + op->description + "\n" + epilogue_text + "\nextern \"C\" cudaError_t " + launcher + params +
-           " {\n  const kiln::gemm::Problem& problem = *problem_in;\n"
-           "  const kiln_unit_epilogue& epilogue = *static_cast<const kiln_unit_epilogue*>(epilogue_in);\n  return\n" +
-           gemm_call(op, "split, split_bytes", "stream") + ";\n}\n";
+  // The unit with its functor named `functor` and its launcher `launcher`.
+  auto unit = [&](const std::string& functor, const std::string& launcher) {
+    std::string text = epilogue_text;
+    const std::string name = epilogue_name(f, stage);
+    for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + functor.size())) {
+      text.replace(at, name.size(), functor);
+    }
+    return prologue() + "\n// " + op->description + "\n" + text + "\nextern \"C\" cudaError_t " + launcher + params +
+           " {\n  const kiln::gemm::Problem& problem = *problem_in;\n  const " + functor + "& epilogue = *static_cast<const " +
+           functor + "*>(epilogue_in);\n  return\n" + gemm_call(op, "split, split_bytes", "stream") + ";\n}\n";
   };
   char hash[20];
-  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>()(unit("@")));
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>()(unit("kiln_unit_epilogue", "kiln_unit_launch")));
   const std::string launcher = std::string("kiln_gemm_unit_") + hash;
   launchers_[kernel_name(f, stage)] = launcher;
   line() << "extern \"C\" cudaError_t " << launcher << params << ";  // in a translation unit of its own\n";
-  if (unit_launchers_.insert(launcher).second) units_->push_back(unit(launcher));
+  if (unit_launchers_.insert(launcher).second) units_->push_back(unit(std::string("kiln_unit_epilogue_") + hash, launcher));
 }
 
 // The call of the template the schedule chose, as an expression of `problem`, `epilogue`, the

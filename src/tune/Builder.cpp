@@ -1,5 +1,6 @@
 #include "kiln/tune/Builder.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -37,7 +38,9 @@ LibrarySource library_source(const LoweredFunc& f, codegen::Target target) {
   LibrarySource source;
   codegen::ModuleOptions module;
   module.banner = "kiln tune candidate";
-  if (target == codegen::Target::Cuda) module.template_units = &source.units;
+  // KILN_TUNE_TEMPLATE_UNITS=0 prints the calls inline, as kiln compile does (docs/TUNING.md).
+  const char* units = std::getenv("KILN_TUNE_TEMPLATE_UNITS");
+  if (target == codegen::Target::Cuda && !(units && std::string(units) == "0")) module.template_units = &source.units;
   source.main = codegen::generate_module({f}, target, module);
   return source;
 }

@@ -169,7 +169,10 @@ DeviceInfo device_info(codegen::Target target) {
 struct Runner::State {
   codegen::KernelDefinition kernel;
   RunRequest request;
-  std::vector<HostTensor> inputs;                   // in kernel.inputs order (after drop_unread)
+  // Every input of the kernel, in kernel.inputs order: a function passes those its signature
+  // names (the CPU reference and a CUDA candidate may drop different unread constants).
+  std::vector<HostTensor> inputs;
+  std::vector<std::string> names;
   std::vector<std::vector<int64_t>> output_shapes;  // of the parameters after the inputs
   std::vector<HostTensor> expected;
   // CUDA: device copies of the inputs and an L2-sized flush buffer.
@@ -177,6 +180,21 @@ struct Runner::State {
   void* flush = nullptr;
   size_t flush_bytes = 0;
   std::vector<char> host_flush;
+  // For each input parameter of `sig` (those before the outputs), the index of the input of that
+  // name; std::runtime_error naming `who` when the parameters are not the kernel's inputs and
+  // outputs.
+  std::vector<size_t> bind(const KilnSignature& sig, const std::string& who) const {
+    const int64_t n_in = static_cast<int64_t>(sig.num_params) - static_cast<int64_t>(output_shapes.size());
+    if (n_in < 0) throw std::runtime_error(who + " has " + std::to_string(sig.num_params) + " parameters, fewer than the outputs");
+    std::vector<size_t> bound;
+    for (int64_t j = 0; j < n_in; ++j) {
+      const std::string name = sig.params[j].name ? sig.params[j].name : "";
+      auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) throw std::runtime_error(who + "'s parameter " + std::to_string(j) + " '" + name + "' is not an input of " + kernel.name);
+      bound.push_back(static_cast<size_t>(it - names.begin()));
+    }
+    return bound;
+  }
   ~State() {
     if (request.target != codegen::Target::Cuda) return;
     const GpuRuntime& rt = GpuRuntime::get();
@@ -190,15 +208,13 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
   State& s = *state_;
   s.kernel = kernel;
   s.request = request;
-  // The parameters: those the reference function keeps (drop_unread_constants), same for all.
+  // The inputs: the model's values where known, random data for the rest.
   const codegen::GraphFunction ref_func = codegen::lower_kernel(kernel, codegen::Target::Cpu);
   std::mt19937_64 rng(request.seed);
-  for (const ir::Buffer& b : ref_func.func.inputs) {
-    size_t k = 0;
-    while (k < kernel.inputs.size() && kernel.inputs[k].name() != b->name) ++k;
-    KILN_ASSERT(k < kernel.inputs.size(), "parameter {} is not an input of the kernel", b->name);
+  for (size_t k = 0; k < kernel.inputs.size(); ++k) {
     const std::vector<int64_t> shape = constant_shape(kernel.inputs[k], kernel.name);
-    s.inputs.push_back(kernel.known_inputs[k] ? *kernel.known_inputs[k] : random_tensor(b->dtype, shape, rng));
+    s.inputs.push_back(kernel.known_inputs[k] ? *kernel.known_inputs[k] : random_tensor(kernel.inputs[k].dtype(), shape, rng));
+    s.names.push_back(kernel.inputs[k].name());
   }
   for (const te::Tensor& t : kernel.outputs) s.output_shapes.push_back(constant_shape(t, kernel.name));
 
@@ -218,18 +234,25 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
   if (!cache.empty() && load_expected(cache, kernel, s.output_shapes, s.expected)) {
     // reused
   } else if (reference_path.empty()) {
-    s.expected = interpret(ref_func.func, s.inputs);
+    std::vector<HostTensor> params;  // the reference function's inputs, in its order
+    for (const ir::Buffer& b : ref_func.func.inputs) {
+      auto it = std::find(s.names.begin(), s.names.end(), b->name);
+      KILN_ASSERT(it != s.names.end(), "parameter {} is not an input of the kernel", b->name);
+      params.push_back(s.inputs[static_cast<size_t>(it - s.names.begin())]);
+    }
+    s.expected = interpret(ref_func.func, params);
   } else {
     const runtime::Library reference = runtime::Library::open(reference_path);
     const runtime::Function fn = reference.function(kernel.name);
     std::vector<DLTensor> args;
     std::vector<HostTensor> outputs;
     for (size_t k = 0; k < s.output_shapes.size(); ++k) outputs.emplace_back(kernel.outputs[k].dtype(), s.output_shapes[k]);
-    for (size_t k = 0; k < s.inputs.size(); ++k) {
-      args.push_back(dl_view(s.inputs[k].data(), fn.signature().params[k], s.inputs[k].shape(), kDLCPU));
+    const std::vector<size_t> bound = s.bind(fn.signature(), "the reference");
+    for (size_t j = 0; j < bound.size(); ++j) {
+      args.push_back(dl_view(s.inputs[bound[j]].data(), fn.signature().params[j], s.inputs[bound[j]].shape(), kDLCPU));
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
-      args.push_back(dl_view(outputs[k].data(), fn.signature().params[s.inputs.size() + k], s.output_shapes[k], kDLCPU));
+      args.push_back(dl_view(outputs[k].data(), fn.signature().params[bound.size() + k], s.output_shapes[k], kDLCPU));
     }
     std::vector<char> workspace(fn.workspace_bytes(args) + 64);
     fn(args, nullptr, workspace.data());
@@ -286,18 +309,22 @@ void Runner::measure(const BuiltCandidate& built, Record& record) {
   const runtime::Library library = runtime::Library::open(built.library);
   const runtime::Function fn = library.function(built.function);
   const KilnSignature& sig = fn.signature();
-  const size_t n_in = s.inputs.size();
-  if (static_cast<size_t>(sig.num_params) != n_in + s.expected.size()) {
-    record.status = "run_failed", record.error = "the candidate's signature has " + std::to_string(sig.num_params) + " parameters, the reference's " + std::to_string(n_in + s.expected.size());
+  std::vector<size_t> bound;
+  try {
+    bound = s.bind(sig, "the candidate");
+  } catch (const std::runtime_error& e) {
+    record.status = "run_failed", record.error = e.what();
     return;
   }
+  const size_t n_in = bound.size();
   const GpuRuntime* rt = cuda ? &GpuRuntime::get() : nullptr;
   std::vector<HostTensor> outputs;
   std::vector<void*> device_outputs;
   std::vector<DLTensor> args;
   for (size_t k = 0; k < s.expected.size(); ++k) outputs.emplace_back(s.expected[k].dtype(), s.output_shapes[k]);
-  for (size_t k = 0; k < n_in; ++k) {
-    args.push_back(dl_view(cuda ? s.device_inputs[k] : s.inputs[k].data(), sig.params[k], s.inputs[k].shape(), cuda ? kDLCUDA : kDLCPU));
+  for (size_t j = 0; j < n_in; ++j) {
+    const size_t k = bound[j];
+    args.push_back(dl_view(cuda ? s.device_inputs[k] : s.inputs[k].data(), sig.params[j], s.inputs[k].shape(), cuda ? kDLCUDA : kDLCPU));
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     void* p = outputs[k].data();

@@ -8,11 +8,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "../ops/TestGraph.h"
 #include "TuneTestModels.h"
 #include "kiln/codegen/Build.h"
+#include "kiln/codegen/Codegen.h"
 
 namespace kiln::tune {
 namespace {
@@ -43,6 +45,37 @@ std::string text_of(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Two contractions: two units, whose functors have different names. The template instantiations a
+// functor names are merged by the linker across a library's objects, so two units with one functor
+// name would both run one of the two epilogues (seen on an H200: a Gemma layer's output unwritten).
+TEST(Builder, TemplateUnitsNameTheirFunctorsApart) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {ir::Expr(32), ir::Expr(64)});
+  const int w1 = t.input("w1", DType::Float16, {ir::Expr(64), ir::Expr(128)});
+  const int w2 = t.input("w2", DType::Float16, {ir::Expr(128), ir::Expr(64)});
+  const int h = t.node("relu", OpKind::Relu, {t.node("mm1", OpKind::MatMul, {x, w1})});
+  t.output(t.node("mm2", OpKind::MatMul, {h, w2}));
+  t.graph.name = "two_mm";
+  const codegen::GraphFunction f = codegen::lower_kernel(test::only_kernel(t.graph), codegen::Target::Cuda);
+  std::vector<std::string> units;
+  codegen::ModuleOptions options;
+  options.template_units = &units;
+  const std::string module = codegen::generate_module({f.func}, codegen::Target::Cuda, options);
+  ASSERT_EQ(units.size(), 2u) << module;
+  std::set<std::string> functors;
+  for (const std::string& u : units) {
+    const size_t at = u.find("struct kiln_unit_epilogue_");
+    ASSERT_NE(at, std::string::npos) << u;
+    functors.insert(u.substr(at, u.find(' ', at + 7) - at));
+    const size_t launcher = u.find("extern \"C\" cudaError_t kiln_gemm_unit_");
+    ASSERT_NE(launcher, std::string::npos) << u;
+    const std::string name = u.substr(launcher + 23, u.find('(', launcher) - launcher - 23);
+    EXPECT_NE(module.find(name + "(&problem, &epilogue, "), std::string::npos) << name << "\n" << module;
+  }
+  EXPECT_EQ(functors.size(), 2u);
+  EXPECT_EQ(module.find("kiln::gemm::gemm_wgmma<"), std::string::npos) << "the module instantiates no template";
 }
 
 TEST(Builder, TemplateCallsAreCompiledOnceIntoTheObjectCache) {
