@@ -14,8 +14,18 @@ struct ConvWgmmaShape {
   int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_h = 0, pad_w = 0;
 };
 
+// The channels of the kernel's copies: C rounded up to a multiple of 8 (16-byte TMA strides), the
+// added channels zero in both the weight and the image.
+inline int64_t conv_wgmma_padded_channels(int64_t channels) { return (channels + 7) / 8 * 8; }
+
 // The workspace the kernel needs: the repacked weight (m * k 16-bit elements), then the NHWC copy
-// of the image (images * C * H * W).
+// of the image (images * C * H * W), both with C padded to conv_wgmma_padded_channels.
+inline int64_t conv_wgmma_workspace_bytes(int64_t m, int64_t k, int64_t image_elements, int64_t channels) {
+  if (channels <= 0) return 0;
+  const int64_t padded = conv_wgmma_padded_channels(channels);
+  return (m * (k / channels) * padded + image_elements / channels * padded) * 2;
+}
+// The same for C a multiple of 8 (no padding).
 inline int64_t conv_wgmma_workspace_bytes(int64_t m, int64_t k, int64_t image_elements) { return (m * k + image_elements) * 2; }
 
 struct ConvWgmmaPlan {
@@ -40,7 +50,6 @@ inline ConvWgmmaPlan plan_conv_wgmma(const ConvWgmmaShape& s, int bn, bool works
   if (s.k != s.channels * taps || s.n % out_plane != 0) return refuse("k or n does not match the window");
   if (s.stride_h != 1 || s.stride_w != 1) return refuse("a stride other than 1");
   if (s.dilation_h < 1 || s.dilation_w < 1) return refuse("a dilation below 1");
-  if (s.channels % 8 != 0) return refuse("C is not a multiple of 8 (16-byte TMA strides)");
   plan.images = s.n / out_plane;
   // TMA coordinates and the kernel's tile indices are 32-bit; the NHWC copy's grid has an image per z.
   const int64_t big = int64_t(1) << 30, pad_limit = int64_t(1) << 20;
@@ -50,7 +59,7 @@ inline ConvWgmmaPlan plan_conv_wgmma(const ConvWgmmaShape& s, int bn, bool works
   if (s.pad_h > pad_limit || s.pad_w > pad_limit || s.pad_h < -pad_limit || s.pad_w < -pad_limit ||
       int64_t(s.kernel_h) * s.dilation_h > pad_limit || int64_t(s.kernel_w) * s.dilation_w > pad_limit)
     return refuse("a padding or window past the kernel's 32-bit coordinates");
-  plan.workspace_bytes = conv_wgmma_workspace_bytes(s.m, s.k, plan.images * s.channels * s.height * s.width);
+  plan.workspace_bytes = conv_wgmma_workspace_bytes(s.m, s.k, plan.images * s.channels * s.height * s.width, s.channels);
   if (!workspace_aligned || workspace_bytes < plan.workspace_bytes) return refuse("no workspace, or one too small or unaligned");
   if (bn < 64 || bn % 64 != 0 || ((bn / 64) & (bn / 64 - 1)) != 0) return refuse("a tile width that is not 64 times a power of two");
   plan.chunks = 1;
