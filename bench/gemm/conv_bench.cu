@@ -314,6 +314,9 @@ int main(int argc, char** argv) {
     run_variant<kiln::gemm::WgmmaConfig<128, 128, 4, 1>, 3>("wgmma 128x128 ping-pong", l, b, ref);
     if (ncu_mode) continue;
     run_variant<kiln::gemm::WgmmaConfig<128, 256, 3, 0>, 3>("wgmma 128x256 cooperative", l, b, ref);
+    // 224 = 4 rows of 56 (whole-row boxes where the width rounded to 8 divides 224).
+    run_variant<kiln::gemm::WgmmaConfig<64, 224, 4, 1>, 3>("wgmma 64x224 ping-pong", l, b, ref);
+    run_variant<kiln::gemm::WgmmaConfig<128, 224, 4, 0>, 3>("wgmma 128x224 cooperative", l, b, ref);
     if (l.timed) {
       run_variant<kiln::gemm::WgmmaConfig<64, 128, 6, 1>, 3>("wgmma 64x128 ping-pong", l, b, ref);
       run_variant<kiln::gemm::WgmmaConfig<128, 128, 5, 0>, 3>("wgmma 128x128 cooperative", l, b, ref);
@@ -321,7 +324,8 @@ int main(int argc, char** argv) {
     if (l.timed && !ncu_mode) {
       time_wgmma_steps<kiln::gemm::WgmmaConfig<64, 256, 4, 1>>("wgmma 64x256 ping-pong", l, b);
       time_wgmma_steps<kiln::gemm::WgmmaConfig<128, 128, 4, 1>>("wgmma 128x128 ping-pong", l, b);
-      time_wgmma_steps<kiln::gemm::WgmmaConfig<128, 128, 5, 0>>("wgmma 128x128 cooperative", l, b);
+      time_wgmma_steps<kiln::gemm::WgmmaConfig<64, 224, 4, 1>>("wgmma 64x224 ping-pong", l, b);
+      time_wgmma_steps<kiln::gemm::WgmmaConfig<128, 224, 4, 0>>("wgmma 128x224 cooperative", l, b);
     }
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
     if ((l.timed && !ncu_mode) || all_variants) {

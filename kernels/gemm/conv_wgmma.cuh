@@ -21,9 +21,10 @@
 //   most taps: that version (commit 010b71b) stopped with cudaErrorIllegalInstruction on an H200.
 //   With channels innermost the innermost coordinate is c0, a multiple of 64.
 //
-// A tile of BN pixels is R output rows x CW chunks of 64 columns of one image (R * CW = BN / 64,
-// CW = the power of two of chunks that covers an output row, at most BN / 64): a 56-wide row
-// wastes 8 of 64 columns.
+// A tile of BN pixels is R output rows x CW boxes of box_w columns of one image (plan_conv_wgmma):
+// where the output width rounded up to 8 divides BN, one box per row of that width (56-wide rows:
+// BN = 224 is 4 rows, nothing wasted); else boxes of 64 columns, CW = the power of two of them that
+// covers an output row, at most BN / 64 (a 56-wide row wastes 8 of 64 columns).
 // Pixels past the output row or the image are computed from whatever TMA reads and not stored.
 //
 // Schedule (WgmmaConfig<BM, BN, STAGES, PINGPONG> of gemm_wgmma.cuh): a persistent grid walks the
@@ -84,7 +85,7 @@ namespace kiln::gemm::detail {
 struct ConvWgmmaArgs {
   int m = 0;
   int out_h = 0, out_w = 0;
-  int rows = 1, chunks = 1;            // R output rows x CW 64-column chunks per tile
+  int rows = 1, chunks = 1, box_w = 64;  // R output rows x CW boxes of box_w columns per tile
   int row_tiles = 0, col_tiles = 0;    // per image
   int tiles_m = 0;
   int64_t units = 0;                   // tiles_m * images * row_tiles * col_tiles
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                       const ConvWgmmaArgs args, const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace kiln::gemm::sm90;
-  constexpr int BM = Config::BM, BN = Config::BN, S = Config::STAGES, NC = BN / 64;
+  constexpr int BM = Config::BM, BN = Config::BN, S = Config::STAGES, NC = (BN + 63) / 64;  // epilogue chunks
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
   constexpr bool kPingPong = Config::kPingPong;
   using L = ConvWgmmaLayout<Config>;
@@ -147,7 +148,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     const int rt = int(t % args.row_tiles);
     image = int(t / args.row_tiles);
     oh0 = rt * args.rows;
-    ow0 = ct * args.chunks * 64;
+    ow0 = ct * args.chunks * args.box_w;
   };
 
   const int wg = int(threadIdx.x) / 128;
@@ -167,10 +168,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
           tma_load_3d(st, &tma_w, full(stage), 64 * cb, tap, tm * BM);
           const int ih = oh0 - args.pad_h + kh * args.dil_h, iw = ow0 - args.pad_w + kw * args.dil_w;
-#pragma unroll
-          for (int j = 0; j < NC; ++j) {
-            const int r = j / args.chunks, c = j - r * args.chunks;
-            tma_load_4d(st + L::kABytes + 8192u * j, &tma_x, full(stage), 64 * cb, iw + 64 * c, ih + r, image);
+          // rows * chunks boxes of box_w pixels, one after another ([box_w w][64 c] each, 1024-byte
+          // multiples: box_w % 8 == 0): together the BN rows of the K-major B tile.
+          for (int j = 0, r = 0, c = 0; j < args.rows * args.chunks; ++j) {
+            tma_load_4d(st + L::kABytes + 128u * uint32_t(args.box_w * j), &tma_x, full(stage), 64 * cb, iw + args.box_w * c, ih + r,
+                        image);
+            if (++c == args.chunks) c = 0, ++r;
           }
           if (++cb == args.channel_blocks) cb = 0, ++tap;
           if (++stage == S) stage = 0, phase ^= 1u;
@@ -231,8 +234,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
 
       // Accumulator layout of wgmma m64nN: element 4i + e of a thread is row 16 warp + lane/4 +
-      // 8 (e/2), column 8i + 2 (lane%4) + e%2. Chunk j (columns 64j ..) is box j: output row
-      // oh0 + j / CW, columns ow0 + 64 (j % CW) + 0..63.
+      // 8 (e/2), column 8i + 2 (lane%4) + e%2. Column col of the tile is pixel col % box_w of box
+      // j = col / box_w: output row oh0 + j / CW, column ow0 + box_w (j % CW) + col % box_w. The
+      // epilogue stages 64 columns at a time (the last chunk of BN = 224 has 32).
       const int64_t m0 = int64_t(tm) * BM + 64 * row0;
 #pragma unroll 1
       for (int chunk = 0; chunk < NC; ++chunk) {
@@ -245,8 +249,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
-              for (int i = 8 * cc; i < 8 * cc + 8; ++i) {
-                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * i - 64 * cc + 2 * (lane % 4);
+              for (int i8 = 0; i8 < 8; ++i8) {
+                const int i = 8 * cc + i8;  // the last chunk of BN = 224 has 4 column blocks of 8
+                if (i >= BN / 8) continue;
+                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * i8 + 2 * (lane % 4);
                 *reinterpret_cast<float2*>(buf + r * CS + c) = make_float2(acc[mi][4 * i + 2 * h], acc[mi][4 * i + 2 * h + 1]);
               }
         }
@@ -257,10 +263,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         // prefix (m < args.m), so whole blocks of kUnroll rows run unchecked and unrolled, with their
         // loads (bias, residual) in flight together; only the last partial block tests each row
         // (the short-K GEMM's lesson, bench/gemm/NOTES.md session 6).
-        const int rr = chunk / args.chunks, oh = oh0 + rr, owc = ow0 + 64 * (chunk - rr * args.chunks);
-        const int c = tid % 64, r_first = tid / 64;
-        if (oh >= args.out_h || owc + c >= args.out_w) continue;
-        const int64_t n = int64_t(image) * out_plane + int64_t(oh) * args.out_w + owc + c;
+        const int c = tid % 64, r_first = tid / 64, col = 64 * chunk + c;
+        if (col >= BN) continue;
+        const int box = col / args.box_w, rr = box / args.chunks, oh = oh0 + rr;
+        const int ow = ow0 + args.box_w * (box - rr * args.chunks) + (col - box * args.box_w);
+        if (oh >= args.out_h || ow >= args.out_w) continue;
+        const int64_t n = int64_t(image) * out_plane + int64_t(oh) * args.out_w + ow;
         const int64_t left = args.m - m0;  // rows of the tile that exist
         const int rows_here = left >= R ? R / 2 : int((left - r_first + 1) / 2);  // this thread's in-range rows
         constexpr int kUnroll = EpilogueIsLong<Epilogue>::value ? 2 : 16;
@@ -392,8 +400,8 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "conv_wgmma<T>: 16-bit T");
   static_assert(Epilogue::kNumB == 1, "a convolution has one B operand");
   static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
-                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
-                "conv_wgmma: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 224 || Config::BN == 256),
+                "conv_wgmma: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128, 224 or 256");
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 <= 128, "conv_wgmma: at most 128 accumulators per thread");
   static_assert(detail::ConvWgmmaLayout<Config>::kSmemBytes <= 227 * 1024, "conv_wgmma: shared memory over 227 KB");
   if constexpr (kConvWgmmaBuilt) {
@@ -419,13 +427,13 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     kx.dims[0] = uint64_t(padded), kx.dims[1] = uint64_t(s.width), kx.dims[2] = uint64_t(s.height), kx.dims[3] = uint64_t(images);
     kx.strides[0] = uint64_t(padded * 2), kx.strides[1] = uint64_t(s.width * padded * 2),
     kx.strides[2] = uint64_t(padded * s.height * s.width * 2);
-    kx.box[0] = 64, kx.box[1] = 64, kx.box[2] = 1, kx.box[3] = 1;
+    kx.box[0] = 64, kx.box[1] = uint32_t(plan.box_w), kx.box[2] = 1, kx.box[3] = 1;
     for (uint64_t st : kx.strides)
       if (st >= (uint64_t(1) << 40)) return cudaErrorNotSupported;
     if (!detail::encode_tensor_map(kw, mw) || !detail::encode_tensor_map(kx, mx)) return cudaErrorNotSupported;
 
     detail::ConvWgmmaArgs args;
-    args.rows = plan.rows, args.chunks = plan.chunks;
+    args.rows = plan.rows, args.chunks = plan.chunks, args.box_w = plan.box_w;
     const int64_t row_tiles = plan.row_tiles, col_tiles = plan.col_tiles;
     const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, channel_blocks = (padded + 63) / 64;
     if (taps * channel_blocks >= (int64_t(1) << 31)) return cudaErrorNotSupported;
@@ -469,15 +477,22 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
   }
 }
 
-// The tiles conv_auto gives the Hopper convolution: at most 64 output channels, 64 x 256
-// ping-pong (BM = 64: no half-empty m64 blocks); more, 128 x 128 ping-pong (each warpgroup a
-// whole tile, one's epilogue under the other's mainloop: K is short, 9-18 k-steps for 3x3).
+// The tiles conv_auto gives the Hopper convolution. First 224-pixel tiles, where the output row
+// rounded up to 8 divides 224 (56, 28, 14, 8 and 7-wide rows: whole rows, no wasted column): 64 x 224
+// ping-pong for at most 64 output channels, 128 x 224 cooperative above (BM = 128 ping-pong would
+// need 224 accumulators a thread). Else 64 x 256 ping-pong (BM = 64: no half-empty m64 blocks) or
+// 128 x 128 ping-pong (each warpgroup a whole tile, one's epilogue under the other's mainloop).
+using ConvWgmmaRowsNarrow = WgmmaConfig<64, 224, 4, 1>;
+using ConvWgmmaRowsWide = WgmmaConfig<128, 224, 4, 0>;
 using ConvWgmmaNarrow = WgmmaConfig<64, 256, 4, 1>;
 using ConvWgmmaWide = WgmmaConfig<128, 128, 4, 1>;
 
 template <typename T, typename Epilogue>
 cudaError_t conv_wgmma_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes,
                             cudaStream_t stream) {
+  const cudaError_t rows = p.m <= 64 ? conv_wgmma<T, ConvWgmmaRowsNarrow>(p, s, epilogue, workspace, workspace_bytes, stream)
+                                     : conv_wgmma<T, ConvWgmmaRowsWide>(p, s, epilogue, workspace, workspace_bytes, stream);
+  if (rows != cudaErrorNotSupported) return rows;
   return p.m <= 64 ? conv_wgmma<T, ConvWgmmaNarrow>(p, s, epilogue, workspace, workspace_bytes, stream)
                    : conv_wgmma<T, ConvWgmmaWide>(p, s, epilogue, workspace, workspace_bytes, stream);
 }

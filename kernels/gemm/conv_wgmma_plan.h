@@ -32,9 +32,11 @@ struct ConvWgmmaPlan {
   bool use = false;
   const char* reason = "";  // why not (use == false)
   int64_t images = 0, workspace_bytes = 0;
-  // Tiles of bn pixels: `chunks` 64-column chunks (the power of two that covers an output row, at
-  // most bn / 64) by `rows` = bn / 64 / chunks output rows of one image.
-  int rows = 0, chunks = 0;
+  // Tiles of bn pixels of one image: `rows` output rows x `chunks` boxes of `box_w` columns
+  // (rows * chunks * box_w = bn). Where the output width rounded up to 8 divides bn, a box is one
+  // whole row (box_w = that width, chunks = 1, rows = bn / box_w: no column wasted past the 8);
+  // else box_w = 64 and chunks is the power of two that covers a row, at most bn / 64.
+  int rows = 0, chunks = 0, box_w = 64;
   int64_t row_tiles = 0, col_tiles = 0;
 };
 
@@ -61,12 +63,18 @@ inline ConvWgmmaPlan plan_conv_wgmma(const ConvWgmmaShape& s, int bn, bool works
     return refuse("a padding or window past the kernel's 32-bit coordinates");
   plan.workspace_bytes = conv_wgmma_workspace_bytes(s.m, s.k, plan.images * s.channels * s.height * s.width, s.channels);
   if (!workspace_aligned || workspace_bytes < plan.workspace_bytes) return refuse("no workspace, or one too small or unaligned");
-  if (bn < 64 || bn % 64 != 0 || ((bn / 64) & (bn / 64 - 1)) != 0) return refuse("a tile width that is not 64 times a power of two");
-  plan.chunks = 1;
-  while (plan.chunks < bn / 64 && 64 * plan.chunks < s.out_width) plan.chunks *= 2;
-  plan.rows = bn / 64 / plan.chunks;
+  const int64_t row8 = (s.out_width + 7) / 8 * 8;
+  if (bn >= 8 && bn % 8 == 0 && row8 <= bn && bn % row8 == 0) {
+    plan.box_w = int(row8), plan.chunks = 1, plan.rows = int(bn / row8);
+  } else {
+    if (bn < 64 || bn % 64 != 0 || ((bn / 64) & (bn / 64 - 1)) != 0)
+      return refuse("a tile width that is neither a multiple of the output row (rounded up to 8) nor 64 times a power of two");
+    plan.box_w = 64, plan.chunks = 1;
+    while (plan.chunks < bn / 64 && 64 * plan.chunks < s.out_width) plan.chunks *= 2;
+    plan.rows = bn / 64 / plan.chunks;
+  }
   plan.row_tiles = (s.out_height + plan.rows - 1) / plan.rows;
-  plan.col_tiles = (s.out_width + 64 * plan.chunks - 1) / (64 * plan.chunks);
+  plan.col_tiles = (s.out_width + int64_t(plan.box_w) * plan.chunks - 1) / (int64_t(plan.box_w) * plan.chunks);
   if (plan.row_tiles * plan.col_tiles * plan.images >= (int64_t(1) << 31)) return refuse("too many pixel tiles");
   plan.use = true;
   return plan;
