@@ -5,7 +5,8 @@
 #   2. bench/gemm/conv_bench.cu, built as kiln builds sm_90 (sm_90a, -DKILN_GEMM_SM90A: the Hopper
 #      kernel is in it): each kernel checked against a direct fp32 convolution, then timed,
 #   3. bench/contraction/bench.py --only cnn --profile (the CNN and its layers vs cuDNN/torch.compile),
-#   4. ncu of one conv kernel on the 128->128 layer, if NCU=1 and time is left.
+#   4. ncu of one conv kernel on the 128->128 layer (the first whose name matches $NCU_KERNEL, default
+#      regex:conv_), if NCU=1 and time is left.
 # Here:  bash bench/gemm/conv_device_run.sh --prepare BUILD_DIR /work/main/.carry/NAME
 #        (kiln of BUILD_DIR and its libraries, a tar of this checkout's bench/ and kernels/, this script)
 # There: run tool, carry [".carry/NAME"], command `KILN_COMMIT=<sha> bash .carry/NAME/run.sh`
@@ -52,7 +53,7 @@ echo "cnn rc $? at $(( $(date +%s) - t0 )) s"
 grep -v "Warning\|warn(" "$OUT/cnn_log.txt" | grep -E "^(CNN|conv layer|profile|  +[0-9.]+ us|Traceback|kiln compile failed|exports)" | cut -c1-150 | head -40
 left=$(( ${TOTAL_T:-300} - ($(date +%s) - t0) ))
 if [ "${NCU:-0}" = 1 ] && [ $left -gt 15 ]; then
-  timeout $left ncu --kernel-name regex:conv_ --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  timeout $left ncu --kernel-name "${NCU_KERNEL:-regex:conv_}" --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --section LaunchStats /tmp/conv_bench ncu > "$OUT/ncu_128_128.txt" 2>&1
   echo "ncu rc $?"; grep -E "Duration|Throughput|Registers|Achieved Occupancy|Warp Cycles" "$OUT/ncu_128_128.txt" | head -30
 fi
