@@ -12,7 +12,8 @@
 # There: run tool, carry [".carry/NAME"], command `KILN_COMMIT=<sha> bash .carry/NAME/run.sh`
 #        (KILN_COMPILE_FLAGS=--conv-wgmma: the generated code of steps 1 and 3 tries the Hopper kernel);
 #        results under $OUT (device.txt, edge_conv.txt, conv_bench.md, cnn_log.txt, res/, ncu_128_128.txt).
-#        EDGE=0 leaves step 1 out (it compiles ~40 models: 1-2 minutes); a conv_bench in the carry
+#        EDGE=0 leaves step 1 out (it compiles ~40 models: 1-2 minutes), BENCH=0 step 2; CNN_PRECOMPILE=1
+#        compiles step 3's models beside step 1's; a conv_bench in the carry
 #        (`--prepare BUILD_DIR DEST --bench`: built here for sm_90a, seconds) is used instead of
 #        building it there.
 set -uo pipefail
@@ -41,14 +42,22 @@ if [ -x "$carry/conv_bench" ]; then
 else
   (cd bench/gemm && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A conv_bench.cu -o /tmp/conv_bench -lcuda > /tmp/nvcc.log 2>&1; echo "nvcc rc $?" >> /tmp/nvcc.log) &
 fi
+# CNN_PRECOMPILE=1: bench.py's compiles (--compile-only) run beside step 1's, step 3 then reuses them.
+cnn_work=/tmp/kiln-contraction-cnn; reuse=()
+if [ "${CNN_PRECOMPILE:-0}" = 1 ]; then
+  python3 bench/contraction/bench.py --kiln "$carry/kiln" --work $cnn_work --only cnn --compile-only > "$OUT/cnn_compile_log.txt" 2>&1 &
+  reuse=(--reuse-built)
+fi
 if [ "${EDGE:-1}" = 1 ]; then
   { echo "# edge_check.py --kinds conv, KILN_COMPILE_FLAGS=${KILN_COMPILE_FLAGS:-}, commit ${KILN_COMMIT:-?}, $(date -u)"; timeout ${EDGE_T:-140} python3 bench/contraction/edge_check.py --kiln "$carry/kiln" --kinds conv 2>&1 | grep -v Warn; } > "$OUT/edge_conv.txt"
   echo "edge done $(( $(date +%s) - t0 )) s; ok lines: $(grep -c '^ok' "$OUT/edge_conv.txt")"; grep -v "^ok" "$OUT/edge_conv.txt" | tail -8
 fi
 wait; tail -3 /tmp/nvcc.log
-{ echo "<!-- commit ${KILN_COMMIT:-?}, $(date -u), conv_bench (checks, then L2-flushed timings) -->"; timeout ${BENCH_T:-60} /tmp/conv_bench 2>&1; } > "$OUT/conv_bench.md"; echo "conv_bench rc $? at $(( $(date +%s) - t0 )) s"
-grep -c "| ok" "$OUT/conv_bench.md"; grep -E "FAIL|bad at" "$OUT/conv_bench.md" | head -12; grep -E " \| [0-9.]+ \| ([0-9.]+|-) \|$" "$OUT/conv_bench.md" | head -70
-timeout ${CNN_T:-110} python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$OUT/res" --only cnn --tag cnn --profile > "$OUT/cnn_log.txt" 2>&1
+if [ "${BENCH:-1}" = 1 ]; then
+  { echo "<!-- commit ${KILN_COMMIT:-?}, $(date -u), conv_bench (checks, then L2-flushed timings) -->"; timeout ${BENCH_T:-60} /tmp/conv_bench 2>&1; } > "$OUT/conv_bench.md"; echo "conv_bench rc $? at $(( $(date +%s) - t0 )) s"
+  grep -c "| ok" "$OUT/conv_bench.md"; grep -E "FAIL|bad at" "$OUT/conv_bench.md" | head -12; grep -E " \| [0-9.]+ \| ([0-9.]+|-) \|$" "$OUT/conv_bench.md" | head -70
+fi
+timeout ${CNN_T:-110} python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --work $cnn_work ${reuse[@]+"${reuse[@]}"} --out "$OUT/res" --only cnn --tag cnn --profile > "$OUT/cnn_log.txt" 2>&1
 echo "cnn rc $? at $(( $(date +%s) - t0 )) s"
 grep -v "Warning\|warn(" "$OUT/cnn_log.txt" | grep -E "^(CNN|conv layer|profile|  +[0-9.]+ us|Traceback|kiln compile failed|exports)" | cut -c1-150 | head -40
 left=$(( ${TOTAL_T:-300} - ($(date +%s) - t0) ))
