@@ -651,13 +651,9 @@ std::string template_refusal(const LoweringStage& stage, const Buffers& buffers,
 
 std::optional<Expr> conv_wgmma_workspace_elements(const ConvWindow& window, const Expr& m, const Expr& k, const Expr& image_elements) {
   if (window.stride_h != 1 || window.stride_w != 1) return std::nullopt;
-  // Channels known off 8 are padded to the next multiple (conv_wgmma_plan.h): k and the image scale
-  // by padded / C, exactly (both are multiples of C).
+  // Channels known off 8: plan_conv_wgmma refuses them (the mma.sync kernels are faster there).
   const auto channels = as_const_int(simplify(window.channels));
-  if (channels && *channels > 0 && *channels % 8 != 0) {
-    const int64_t padded = (*channels + 7) / 8 * 8;
-    return simplify(m * (k / Expr(*channels)) * Expr(padded) + image_elements / Expr(*channels) * Expr(padded));
-  }
+  if (channels && *channels % 8 != 0) return std::nullopt;
   return simplify(m * k + image_elements);
 }
 

@@ -128,8 +128,8 @@ TEST(ConvTemplate, Conv2dWithBiasAndReluIsOneImplicitGemmCall) {
 
 // With DefaultScheduleOptions::conv_wgmma, where the Hopper kernel (conv_wgmma.cuh) may run the
 // call reserves a workspace of M * K + images * C * H * W elements of the weight's dtype (the
-// repacked weight and the NHWC image, C padded to a multiple of 8), and the reason names the
-// kernel; where it cannot (stride 2), none.
+// repacked weight and the NHWC image), and the reason names the kernel; where it does not run
+// (stride 2, C not a multiple of 8), none.
 TEST(ConvTemplate, HopperKernelGetsAWorkspaceWhenEnabled) {
   struct Expect {
     ConvCase c;
@@ -141,7 +141,7 @@ TEST(ConvTemplate, HopperKernelGetsAWorkspaceWhenEnabled) {
       {{{1, 24, 6, 15}, {8, 24, 5, 5}, {}, {2, 2, 2, 2}, {2, 2}, 1, false}, DType::BFloat16, 8 * 24 * 25 + 24 * 6 * 15},  // dilation 2, odd W
       {{{3, 16, 40}, {24, 16, 3}, {}, {1, 1}, {}, 1, false}, DType::Float16, 24 * 16 * 3 + 3 * 16 * 40},                // 1-D
       {{{2, 16, 9, 24}, {40, 16, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 1, false}, DType::Float16, 0},                       // stride 2
-      {{{2, 12, 9, 24}, {40, 12, 3, 3}, {}, {1, 1, 1, 1}, {}, 1, false}, DType::Float16, 40 * 16 * 9 + 2 * 16 * 9 * 24},  // C = 12: padded to 16
+      {{{2, 12, 9, 24}, {40, 12, 3, 3}, {}, {1, 1, 1, 1}, {}, 1, false}, DType::Float16, 0},                           // C = 12
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i));
@@ -175,8 +175,8 @@ TEST(ConvTemplate, HopperKernelGetsAWorkspaceWhenEnabled) {
 }
 
 // The rule itself, with symbolic extents: unknown channels keep the workspace (the kernel checks
-// them at run time), a symbolic batch scales the image part, channels known off 8 are padded to 8;
-// a stride other than 1 drops it.
+// them at run time), a symbolic batch scales the image part; a stride other than 1 or channels
+// known off 8 drop it.
 TEST(ConvTemplate, ConvWgmmaWorkspaceRule) {
   ConvWindow w;
   w.channels = var("c");
@@ -193,11 +193,8 @@ TEST(ConvTemplate, ConvWgmmaWorkspaceRule) {
   EXPECT_FALSE(conv_wgmma_workspace_elements(w, m, Expr(576), Expr(32 * 64 * 56 * 56)).has_value());
   w.stride_w = 1, w.stride_h = 2;
   EXPECT_FALSE(conv_wgmma_workspace_elements(w, m, Expr(576), Expr(32 * 64 * 56 * 56)).has_value());
-  // C = 3: the kernel pads the weight and the image to 8 channels.
   w.stride_h = 1, w.channels = Expr(3);
-  const auto rgb = conv_wgmma_workspace_elements(w, m, Expr(27), Expr(32 * 3 * 56 * 56));
-  ASSERT_TRUE(rgb.has_value());
-  EXPECT_EQ(to_string(*rgb), std::to_string(64 * 9 * 8 + 32 * 8 * 56 * 56));
+  EXPECT_FALSE(conv_wgmma_workspace_elements(w, m, Expr(27), Expr(32 * 3 * 56 * 56)).has_value());
 }
 
 // Strides, asymmetric padding, dilation, 1x1 and rectangular kernels, sizes off every tile,
