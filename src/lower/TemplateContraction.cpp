@@ -651,6 +651,7 @@ std::string template_refusal(const LoweringStage& stage, const Buffers& buffers,
 
 std::optional<Expr> conv_wgmma_workspace_elements(const ConvWindow& window, const Expr& m, const Expr& k, const Expr& image_elements) {
   if (window.stride_h != 1 || window.stride_w != 1) return std::nullopt;
+  // Channels known off 8: plan_conv_wgmma refuses them (the mma.sync kernels are faster there).
   const auto channels = as_const_int(simplify(window.channels));
   if (channels && *channels % 8 != 0) return std::nullopt;
   return simplify(m * k + image_elements);

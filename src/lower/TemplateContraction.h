@@ -75,8 +75,8 @@ std::string template_refusal(const LoweringStage& stage, const std::map<const te
 // The workspace, in elements of the weight's dtype, that a convolution's call gives the Hopper
 // kernel (kernels/gemm/conv_wgmma.cuh, conv_wgmma_workspace_bytes) for its repacked weight and
 // the NHWC copy of the image: m * k + the image buffer's elements (images * C * H * W), or nullopt
-// where that kernel can never run (a stride other than 1, channels known not to be a multiple of
-// 8); the kernel checks the rest at run time.
+// where that kernel never runs (a stride other than 1, channels known not to be a multiple of 8);
+// the kernel checks the rest at run time.
 std::optional<ir::Expr> conv_wgmma_workspace_elements(const ir::ConvWindow& window, const ir::Expr& m, const ir::Expr& k,
                                                       const ir::Expr& image_elements);
 

@@ -265,10 +265,11 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
     g.conv_tile = m && *m <= 64 ? GemmTile{64, 128, 32, 2, 2, 2} : GemmTile{128, 128, 32, 2, 4, 2};
     g.conv_wgmma = options.conv_wgmma;
     const std::string hopper =
-        g.conv_wgmma ? "on sm_90 (sm_90a build) with stride 1 and C a multiple of 8, wgmma + TMA (conv_wgmma.cuh: the weight "
-                       "and an NHWC copy of the image in the workspace, per k-step one tap and 64 channels, image boxes "
-                       "zero-filled past the edges as padding; 64x256 ping-pong tiles for at most 64 output channels, "
-                       "else 128x128 ping-pong); otherwise mma.sync: "
+        g.conv_wgmma ? "on sm_90 (sm_90a build) with stride 1 and C a multiple of 8, wgmma + TMA (conv_wgmma.cuh: the "
+                       "weight and an NHWC copy of the image in the workspace, per k-step one tap and "
+                       "64 channels, image boxes zero-filled past the edges as padding; where the output row rounded up "
+                       "to 8 divides 224, tiles of whole rows, 64x224 ping-pong for at most 64 output channels, else "
+                       "128x224 cooperative; other widths 64x256 or 128x128 ping-pong); otherwise mma.sync: "
                      : "mma.sync; ";
     g.conv_reason = std::string(dtype_name(da)) +
                     " convolution: implicit GEMM on tensor cores (m = output channels, n = output pixels, "

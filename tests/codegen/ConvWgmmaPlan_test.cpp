@@ -38,6 +38,34 @@ TEST(ConvWgmmaPlan, TheCnnLayersRunWithAWorkspaceForTheWeightAndTheNhwcImage) {
   EXPECT_EQ(wide.row_tiles, 14);
 }
 
+TEST(ConvWgmmaPlan, RowsWhoseWidthDividesTheTileAreWholeBoxes) {
+  // 56-wide rows in 224-pixel tiles: four boxes of one row each, 14 row tiles, no wasted column.
+  const ConvWgmmaShape s = conv(32, 64, 56, 56, 64, 3, 1);
+  const int64_t bytes = conv_wgmma_workspace_bytes(64, 576, 32 * 64 * 56 * 56);
+  const ConvWgmmaPlan p224 = plan_conv_wgmma(s, 224, true, bytes);
+  ASSERT_TRUE(p224.use) << p224.reason;
+  EXPECT_EQ(p224.box_w, 56);
+  EXPECT_EQ(p224.rows, 4);
+  EXPECT_EQ(p224.chunks, 1);
+  EXPECT_EQ(p224.row_tiles, 14);
+  EXPECT_EQ(p224.col_tiles, 1);
+  // 56 does not divide 128: 64-column boxes as before.
+  EXPECT_EQ(plan_conv_wgmma(s, 128, true, bytes).box_w, 64);
+  // 28-wide rows (rounded to 32) in 128-pixel tiles: four rows per tile.
+  const ConvWgmmaShape narrow = conv(2, 64, 28, 28, 64, 3, 1);
+  const ConvWgmmaPlan p128 = plan_conv_wgmma(narrow, 128, true, conv_wgmma_workspace_bytes(64, 576, 2 * 64 * 28 * 28));
+  ASSERT_TRUE(p128.use) << p128.reason;
+  EXPECT_EQ(p128.box_w, 32);
+  EXPECT_EQ(p128.rows, 4);
+  EXPECT_EQ(p128.row_tiles, 7);
+  // A 64-wide row in 224-pixel tiles fits neither way.
+  const ConvWgmmaShape w64 = conv(2, 64, 8, 64, 64, 3, 1);
+  const ConvWgmmaPlan refused = plan_conv_wgmma(w64, 224, true, conv_wgmma_workspace_bytes(64, 576, 2 * 64 * 8 * 64));
+  EXPECT_FALSE(refused.use);
+  EXPECT_EQ(std::string(refused.reason),
+            "a tile width that is neither a multiple of the output row (rounded up to 8) nor 64 times a power of two");
+}
+
 TEST(ConvWgmmaPlan, WideRowsTakeSeveralChunks) {
   // 136 output columns: 4 chunks of 64 (one row) for 256-pixel tiles, 2 (two column tiles) for 128.
   const ConvWgmmaShape s = conv(2, 32, 6, 136, 64, 3, 1);
@@ -63,8 +91,12 @@ TEST(ConvWgmmaPlan, RefusesWhatItCannotRun) {
   ConvWgmmaShape stride = ok;
   stride.stride_w = 2;
   EXPECT_EQ(std::string(plan_conv_wgmma(stride, 128, true, bytes).reason), "a stride other than 1");
+  // C = 3 would run with the weight and the image padded to 8 channels (this workspace), but the
+  // gather kernel is faster there: refused.
   const ConvWgmmaShape rgb = conv(2, 3, 14, 16, 64, 3, 1);
-  EXPECT_EQ(std::string(plan_conv_wgmma(rgb, 128, true, bytes).reason), "C is not a multiple of 8 (16-byte TMA strides)");
+  const int64_t rgb_bytes = conv_wgmma_workspace_bytes(64, 27, 2 * 3 * 14 * 16, 3);
+  EXPECT_EQ(rgb_bytes, (64 * 9 * 8 + 2 * 8 * 14 * 16) * 2);
+  EXPECT_EQ(std::string(plan_conv_wgmma(rgb, 128, true, rgb_bytes).reason), "C is not a multiple of 8 (the mma.sync kernels are faster there)");
   EXPECT_EQ(std::string(plan_conv_wgmma(ok, 128, true, bytes - 2).reason), "no workspace, or one too small or unaligned");
   EXPECT_FALSE(plan_conv_wgmma(ok, 128, false, bytes).use);
   EXPECT_FALSE(plan_conv_wgmma(ok, 128, true, 0).use);

@@ -128,8 +128,8 @@ TEST(ConvTemplate, Conv2dWithBiasAndReluIsOneImplicitGemmCall) {
 
 // With DefaultScheduleOptions::conv_wgmma, where the Hopper kernel (conv_wgmma.cuh) may run the
 // call reserves a workspace of M * K + images * C * H * W elements of the weight's dtype (the
-// repacked weight and the NHWC image), and the reason names the kernel; where it cannot (stride 2,
-// C not a multiple of 8), none.
+// repacked weight and the NHWC image), and the reason names the kernel; where it does not run
+// (stride 2, C not a multiple of 8), none.
 TEST(ConvTemplate, HopperKernelGetsAWorkspaceWhenEnabled) {
   struct Expect {
     ConvCase c;
