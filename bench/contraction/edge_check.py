@@ -9,7 +9,7 @@ a symbolic batch at two sizes) and ones that keep the plain path (groups, depthw
 checked against an fp32 torch reference on fresh random data with NaN-poisoned outputs. Exit status
 1 on any failure.
 
-Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR] [--kinds mlp,attention,conv]
+Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR] [--kinds mlp,attention,conv] [--bf16-cases 1,5,13]
 """
 import argparse
 import importlib.util
@@ -128,8 +128,11 @@ def conv_reference(case, x, w, b):
 
 def check_convs(args, dtypes):
     jobs = []
+    bf16_cases = {int(c) for c in args.bf16_cases.split(",")} if args.bf16_cases else None
     for dtype in dtypes:
         for i, case in enumerate(CONV_CASES):
+            if dtype == torch.bfloat16 and bf16_cases is not None and i not in bf16_cases:
+                continue
             name = "conv%d_%s" % (i, str(dtype)[6:])
             path = os.path.join(args.work, name + ".onnx")
             conv_model(path, ONNX_TYPE[dtype], case)
@@ -172,6 +175,7 @@ def main():
     ap.add_argument("--work", default="/tmp/kiln-edge")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--kinds", default="mlp,attention,attention64,conv")
+    ap.add_argument("--bf16-cases", default="", help="conv cases (indices) also checked in bfloat16 (default: all)")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
     os.makedirs(args.work, exist_ok=True)

@@ -12,7 +12,8 @@
 # There: run tool, carry [".carry/NAME"], command `KILN_COMMIT=<sha> bash .carry/NAME/run.sh`
 #        (KILN_COMPILE_FLAGS=--conv-wgmma: the generated code of steps 1 and 3 tries the Hopper kernel);
 #        results under $OUT (device.txt, edge_conv.txt, conv_bench.md, cnn_log.txt, res/, ncu_128_128.txt).
-#        EDGE=0 leaves step 1 out (it compiles ~40 models: 1-2 minutes), BENCH=0 step 2; CNN_PRECOMPILE=1
+#        EDGE=0 leaves step 1 out (it compiles ~40 models: 2-3 minutes; EDGE_BF16=1,5,..: only those conv
+#        cases in bfloat16), BENCH=0 step 2; CNN_PRECOMPILE=1
 #        compiles step 3's models beside step 1's; a conv_bench in the carry
 #        (`--prepare BUILD_DIR DEST --bench`: built here for sm_90a, seconds) is used instead of
 #        building it there.
@@ -49,7 +50,7 @@ if [ "${CNN_PRECOMPILE:-0}" = 1 ]; then
   reuse=(--reuse-built)
 fi
 if [ "${EDGE:-1}" = 1 ]; then
-  { echo "# edge_check.py --kinds conv, KILN_COMPILE_FLAGS=${KILN_COMPILE_FLAGS:-}, commit ${KILN_COMMIT:-?}, $(date -u)"; timeout ${EDGE_T:-140} python3 bench/contraction/edge_check.py --kiln "$carry/kiln" --kinds conv 2>&1 | grep -v Warn; } > "$OUT/edge_conv.txt"
+  { echo "# edge_check.py --kinds conv, KILN_COMPILE_FLAGS=${KILN_COMPILE_FLAGS:-}, commit ${KILN_COMMIT:-?}, $(date -u)"; timeout ${EDGE_T:-140} python3 bench/contraction/edge_check.py --kiln "$carry/kiln" --kinds conv ${EDGE_BF16:+--bf16-cases $EDGE_BF16} 2>&1 | grep -v Warn; } > "$OUT/edge_conv.txt"
   echo "edge done $(( $(date +%s) - t0 )) s; ok lines: $(grep -c '^ok' "$OUT/edge_conv.txt")"; grep -v "^ok" "$OUT/edge_conv.txt" | tail -8
 fi
 wait; tail -3 /tmp/nvcc.log

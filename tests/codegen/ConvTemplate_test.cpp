@@ -2,8 +2,9 @@
 // (kernels/gemm/conv_implicit_gemm.cuh) compiles without warnings for sm_80, sm_90 and sm_110, in
 // every configuration the default schedule picks: 64- and 128-row tiles (output channels up to 64
 // and above), weight rows copied by cp.async and gathered element-wise (both are compiled per
-// call), float16 and bfloat16, 2-D and 1-D, and, with DefaultScheduleOptions::conv_wgmma, calls
-// given a workspace for the Hopper kernel (conv_wgmma.cuh, compiled into the sm_90a pass).
+// call), float16 and bfloat16, 2-D and 1-D, calls given a workspace for the Hopper kernel
+// (conv_wgmma.cuh, compiled into the sm_90a pass; the default) and calls without one
+// (DefaultScheduleOptions::conv_wgmma = false).
 // (Running them needs a GPU: bench/contraction/edge_check.py.)
 #include <gtest/gtest.h>
 
@@ -46,15 +47,19 @@ TEST(ConvTemplate, GeneratedCallsCompileForEveryArchitecture) {
       funcs.push_back(std::move(f.func));
     }
   }
-  // The default schedule passes no workspace (the Hopper kernel is off by default).
-  EXPECT_EQ(codegen::generate_module(funcs, codegen::Target::Cuda).find("_conv_wgmma"), std::string::npos);
+  // The default schedule passes the Hopper kernel its workspace (on by default); without it
+  // (DefaultScheduleOptions::conv_wgmma = false, kiln compile --no-conv-wgmma) no call has one.
+  EXPECT_NE(codegen::generate_module(funcs, codegen::Target::Cuda).find("_conv_wgmma"), std::string::npos);
+  std::vector<LoweredFunc> without;
   for (DType d : {DType::Float16, DType::BFloat16}) {
-    const auto kernels = codegen::kernel_definitions(conv_stack(d), "hopper_" + std::string(dtype_name(d)));
+    const auto kernels = codegen::kernel_definitions(conv_stack(d), "plain_" + std::string(dtype_name(d)));
     DefaultScheduleOptions options;
-    options.conv_wgmma = true;
+    options.conv_wgmma = false;
     const Schedule schedule = default_gpu_schedule(kernels.at(0).inputs, kernels.at(0).outputs, options);
-    funcs.push_back(codegen::lower_kernel(kernels.at(0), codegen::Target::Cuda, &schedule).func);
+    without.push_back(codegen::lower_kernel(kernels.at(0), codegen::Target::Cuda, &schedule).func);
   }
+  EXPECT_EQ(codegen::generate_module(without, codegen::Target::Cuda).find("_conv_wgmma"), std::string::npos);
+  for (LoweredFunc& f : without) funcs.push_back(std::move(f));
   const std::string source_text = codegen::generate_module(funcs, codegen::Target::Cuda);
   for (const char* call : {"kiln::gemm::conv<__half, kiln::gemm::TileConfig<64, 128, 32, 2, 2, 2>>",
                            "kiln::gemm::conv<__half, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 2>>",
@@ -67,7 +72,7 @@ TEST(ConvTemplate, GeneratedCallsCompileForEveryArchitecture) {
                            "wgmma + TMA (conv_wgmma.cuh"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
-  // With the option, the other convolutions (C = 3, stride 2) get no workspace.
+  // By default the other convolutions (C = 3, stride 2) get no workspace.
   size_t calls = 0;
   for (size_t at = source_text.find("kiln::gemm::conv<"); at != std::string::npos; at = source_text.find("kiln::gemm::conv<", at + 1)) {
     ++calls;
@@ -78,7 +83,7 @@ TEST(ConvTemplate, GeneratedCallsCompileForEveryArchitecture) {
     ++with_workspace;
   }
   EXPECT_EQ(calls, 16u) << source_text;
-  EXPECT_EQ(with_workspace, 4u) << source_text;  // c3 and the 1-D c2 (C = 16), per dtype
+  EXPECT_EQ(with_workspace, 4u) << source_text;  // c3 and the 1-D c2 (C = 16), per dtype, by default
   test::expect_cuda_compiles_for_every_architecture("conv_template", source_text);
 }
 

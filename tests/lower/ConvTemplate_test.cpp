@@ -120,10 +120,12 @@ TEST(ConvTemplate, Conv2dWithBiasAndReluIsOneImplicitGemmCall) {
   // Which kernel runs is decided at run time (C = 8 here: the gather kernel); the reason names both.
   EXPECT_NE(t->config.reason.find("conv_patch.cuh"), std::string::npos) << t->config.reason;
   EXPECT_NE(t->config.reason.find("C a multiple of 16"), std::string::npos) << t->config.reason;
-  // The Hopper kernel is off by default: no mention of it, no workspace.
-  EXPECT_EQ(t->config.reason.find("conv_wgmma.cuh"), std::string::npos) << t->config.reason;
-  EXPECT_FALSE(t->config.conv_wgmma);
-  EXPECT_FALSE(t->split_k.defined());
+  // The Hopper kernel is on by default: the reason names it and the call has its workspace
+  // (the repacked weight and the NHWC image: 16 * 72 + 2 * 8 * 9 * 7 elements).
+  EXPECT_NE(t->config.reason.find("conv_wgmma.cuh"), std::string::npos) << t->config.reason;
+  EXPECT_TRUE(t->config.conv_wgmma);
+  ASSERT_TRUE(t->split_k.defined());
+  EXPECT_EQ(to_string(simplify(t->split_k.num_elements())), std::to_string(16 * 72 + 2 * 8 * 9 * 7));
 }
 
 // With DefaultScheduleOptions::conv_wgmma, where the Hopper kernel (conv_wgmma.cuh) may run the

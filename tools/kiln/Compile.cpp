@@ -1,5 +1,5 @@
 // kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--outputs v,w] [--no-build]
-//              [--records FILE] [--tf32] [--conv-wgmma]
+//              [--records FILE] [--tf32] [--no-conv-wgmma]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,7 +32,7 @@ struct CompileOptions {
   bool no_build = false;
   std::string records;  // "": the default cache folder when it exists
   bool tf32 = false;     // float32 contractions may use TF32 tensor cores
-  bool conv_wgmma = false;  // convolutions try the Hopper kernel (experimental: correct on an H200, not yet faster)
+  bool conv_wgmma = DefaultScheduleOptions().conv_wgmma;  // convolutions try the Hopper kernel (--no-conv-wgmma: not)
   bool model_library = false;  // --model
   bool reference = false;      // --reference
 };
@@ -120,7 +120,7 @@ int run_compile(const CompileOptions& options) {
   std::vector<std::string> schedule_notes, cpu_flags;
   for (const codegen::KernelDefinition& k : kernels) {
     tune::ChosenSchedule chosen = tune::choose_schedule(records, k, target, cpu ? "" : options.targets.at(0));
-    if ((options.tf32 || options.conv_wgmma) && !cpu) {
+    if ((options.tf32 || options.conv_wgmma != DefaultScheduleOptions().conv_wgmma) && !cpu) {
       DefaultScheduleOptions o = chosen.record ? tune::schedule_options(chosen.record->knobs) : DefaultScheduleOptions();
       o.allow_tf32 = options.tf32;
       o.conv_wgmma = options.conv_wgmma;
@@ -246,11 +246,10 @@ void register_compile(CLI::App& app) {
   cmd->add_flag("--tf32", options->tf32,
                 "Let float32 MatMul/Gemm run on tensor cores in TF32 (10-bit mantissas: about 1e-3 relative "
                 "error). Without it float32 contractions stay exact FP32");
-  cmd->add_flag("--conv-wgmma", options->conv_wgmma,
-                "Experimental (correct on an H200, not yet faster than the default kernels): float16/bfloat16 "
-                "convolutions try the Hopper kernel "
-                "(kernels/gemm/conv_wgmma.cuh, sm_90) first, with a workspace for the repacked weight and an NHWC "
-                "copy of the image");
+  cmd->add_flag("--conv-wgmma,!--no-conv-wgmma", options->conv_wgmma,
+                "float16/bfloat16 convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh, sm_90) first, with a "
+                "workspace for the repacked weight and an NHWC copy of the image (the default; --no-conv-wgmma: the "
+                "patch or gather kernels only, no workspace)");
   cmd->add_option("--records", options->records,
                   "Tuning records (kiln tune -o) or a folder of them; default: $KILN_RECORDS or ~/.cache/kiln/records "
                   "when it exists. Kernels without a record keep the default schedule (schedules.md says which)");

@@ -54,8 +54,7 @@ struct GemmTemplate {
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};
   std::string conv_reason;
   // The Hopper convolution (kernels/gemm/conv_wgmma.cuh) first, where it runs: lowering then gives
-  // the call the workspace it needs. Off by default: correct on an H200 (conv_bench, edge_check)
-  // but not yet faster than conv_patch there (bench/gemm/NOTES_conv.md).
+  // the call the workspace it needs. Set from DefaultScheduleOptions::conv_wgmma (on by default).
   bool conv_wgmma = false;
   // Float32 factors through TF32 tensor cores (the user allowed it); else float16/bfloat16 ones.
   bool tf32 = false;
