@@ -216,10 +216,10 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
   return built;
 }
 
-std::string build_reference(const codegen::KernelDefinition& kernel, const std::string& work_dir) {
+std::string reference_source(const LoweredFunc& cpu_func) { return library_source(cpu_func, codegen::Target::Cpu).main; }
+
+std::string build_reference(const std::string& text, const std::string& work_dir) {
   fs::create_directories(work_dir);
-  const codegen::GraphFunction f = codegen::lower_kernel(kernel, codegen::Target::Cpu);
-  const std::string text = library_source(f.func, codegen::Target::Cpu).main;
   const std::string stem = (fs::path(work_dir) / ("reference_" + std::to_string(std::hash<std::string>()(text)))).string();
   if (fs::exists(stem + ".so")) return stem + ".so";
   const std::string include_dir = (fs::path(work_dir) / "include").string();

@@ -175,6 +175,10 @@ struct Runner::State {
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> output_shapes;  // of the parameters after the inputs
   std::vector<HostTensor> expected;
+  std::string work_dir;          // where the reference library is built
+  LoweredFunc reference_func;    // the CPU lowering (the interpreter's fallback)
+  std::string reference_text;    // its C++
+  bool attached = false;         // attach_device ran
   // CUDA: device copies of the inputs and an L2-sized flush buffer.
   std::vector<void*> device_inputs;
   void* flush = nullptr;
@@ -208,8 +212,10 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
   State& s = *state_;
   s.kernel = kernel;
   s.request = request;
+  s.work_dir = work_dir;
   // The inputs: the model's values where known, random data for the rest.
-  const codegen::GraphFunction ref_func = codegen::lower_kernel(kernel, codegen::Target::Cpu);
+  s.reference_func = codegen::lower_kernel(kernel, codegen::Target::Cpu).func;
+  s.reference_text = reference_source(s.reference_func);
   std::mt19937_64 rng(request.seed);
   for (size_t k = 0; k < kernel.inputs.size(); ++k) {
     const std::vector<int64_t> shape = constant_shape(kernel.inputs[k], kernel.name);
@@ -217,12 +223,16 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
     s.names.push_back(kernel.inputs[k].name());
   }
   for (const te::Tensor& t : kernel.outputs) s.output_shapes.push_back(constant_shape(t, kernel.name));
+}
 
+void Runner::compute_reference() {
+  State& s = *state_;
+  const codegen::KernelDefinition& kernel = s.kernel;
   // The reference: the CPU backend's generated C++ under the host compiler; where that cannot be
   // built, the CPU backend's interpreter (the same loop nest; slower on large shapes).
   std::string reference_path;
   try {
-    reference_path = build_reference(kernel, work_dir);
+    reference_path = build_reference(s.reference_text, s.work_dir);
   } catch (const UserError& e) {
     std::cerr << "tune: the reference library did not build; using the interpreter: " << e.what() << "\n";
   }
@@ -235,12 +245,12 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
     // reused
   } else if (reference_path.empty()) {
     std::vector<HostTensor> params;  // the reference function's inputs, in its order
-    for (const ir::Buffer& b : ref_func.func.inputs) {
+    for (const ir::Buffer& b : s.reference_func.inputs) {
       auto it = std::find(s.names.begin(), s.names.end(), b->name);
       KILN_ASSERT(it != s.names.end(), "parameter {} is not an input of the kernel", b->name);
       params.push_back(s.inputs[static_cast<size_t>(it - s.names.begin())]);
     }
-    s.expected = interpret(ref_func.func, params);
+    s.expected = interpret(s.reference_func, params);
   } else {
     const runtime::Library reference = runtime::Library::open(reference_path);
     const runtime::Function fn = reference.function(kernel.name);
@@ -269,12 +279,16 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
     for (int64_t i = 0; i < want.num_elements() && !finite; ++i) finite = std::isfinite(want.get_double(i));
     if (!finite) {
       throw std::runtime_error("the reference output " + std::to_string(k) + " of " + kernel.name +
-                               " has no finite value on the random inputs (seed " + std::to_string(request.seed) +
+                               " has no finite value on the random inputs (seed " + std::to_string(s.request.seed) +
                                "), so no candidate can be checked");
     }
   }
+}
 
-  if (request.target == codegen::Target::Cuda) {
+void Runner::attach_device() {
+  State& s = *state_;
+  KILN_ASSERT(s.expected.size() == s.output_shapes.size(), "Runner::attach_device before compute_reference");
+  if (s.request.target == codegen::Target::Cuda) {
     const GpuRuntime& rt = GpuRuntime::get();
     for (const HostTensor& t : s.inputs) {
       void* p = nullptr;
@@ -289,12 +303,14 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
   } else {
     s.host_flush.resize(64 << 20);
   }
+  s.attached = true;
 }
 
 Runner::~Runner() { delete state_; }
 
 void Runner::measure(const BuiltCandidate& built, Record& record) {
   State& s = *state_;
+  KILN_ASSERT(s.attached, "Runner::measure before attach_device");
   record.registers = built.registers;
   record.spill_bytes = built.spill_bytes;
   if (built.illegal) {

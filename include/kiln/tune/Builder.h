@@ -37,9 +37,11 @@ struct BuiltCandidate {
 std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
                                              const std::vector<Candidate>& candidates, const BuildRequest& request);
 
-// The reference library of `kernel`: the CPU backend's generated C++ (serial loops, exact
-// division), built with the host compiler into `work_dir` once (reused when present).
-std::string build_reference(const codegen::KernelDefinition& kernel, const std::string& work_dir);
+// The reference's source: the C++ of a kernel's CPU lowering (serial loops, exact division).
+std::string reference_source(const LoweredFunc& cpu_func);
+// That source built with the host compiler into `work_dir` once (reused when present); the
+// library's path. Lowers nothing, so it may run beside another thread's lowering.
+std::string build_reference(const std::string& source, const std::string& work_dir);
 
 // Parses nvcc -Xptxas -v output: the largest register count and spill bytes of any kernel.
 void parse_ptxas_report(const std::string& log, int& registers, int& spill_bytes);

@@ -30,8 +30,16 @@ DeviceInfo device_info(codegen::Target target);
 
 class Runner {
  public:
-  // Builds (or reuses) the reference in `work_dir` and computes the reference outputs.
+  // Lowers the reference (the CPU backend's C++) and draws the inputs; no compiling, no device.
   Runner(const codegen::KernelDefinition& kernel, const RunRequest& request, const std::string& work_dir);
+  // Builds (or reuses) the reference library in `work_dir` and computes the reference outputs
+  // (or reads them from the cache beside it). Lowers nothing: it may run on a thread of its own
+  // while the candidates are lowered and built. std::runtime_error when the reference has no
+  // finite value to check against.
+  void compute_reference();
+  // CUDA: copies the inputs to the device and allocates the L2 flush buffer; the CPU: the flush
+  // buffer. Once, after compute_reference and before measure (the tune-worker holds the GPU then).
+  void attach_device();
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
