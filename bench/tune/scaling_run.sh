@@ -7,7 +7,8 @@
 # Expects .carry/tune/ and .carry/core/ as bench/tune/README.md makes them (kiln, lib/, the
 # bench/tune scripts; bench/core/bench.py, which bench_tune.py loads).
 #   device call: command "OUT=$OUT bash .carry/tune/scaling_run.sh", carry [".carry/tune", ".carry/core"]
-# Knobs: TOKENS (16), TRIALS (64), T2/T1 (seconds allowed to the two-GPU and one-GPU runs).
+# Knobs: TOKENS (16), TRIALS (64), T2/T1 (seconds allowed to the two-GPU and one-GPU runs), MEM=0 leaves
+# the memory-bound kernels out.
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-tune-out}"
 C="$PWD/.carry/tune"
@@ -57,6 +58,10 @@ tune_run() {
     for f in /tmp/tune_$name/worker*/*_round0.jsonl; do echo "-- $f"; head -n 2 "$f" | cut -c1-700; done
     for f in /tmp/tune_$name/worker*/*_round0.log; do echo "-- $f"; tail -n 5 "$f" | cut -c1-700; done
     echo '```'
+    echo "where each worker's time went (every round):"
+    echo '```'
+    grep -H "tune-worker:" /tmp/tune_$name/worker*/*_round*.log 2>/dev/null | sed "s|/tmp/tune_$name/||"
+    echo '```'
   } >> "$S"
   echo "$name: exit $rc, $t s"
 }
@@ -68,6 +73,7 @@ for d in /tmp/tune_2gpu /tmp/tune_1gpu; do
   echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
 done | tee -a "$S"
 
+if [ "${MEM:-1}" = 0 ]; then echo "== done ($(elapsed) s)" | tee -a "$S"; exit 0; fi
 echo "== memory-bound kernels ($(elapsed) s)"
 python3 "$C/make_models.py" /tmp/models --shapes 8192x4096 --ops layernorm_gelu,softmax > /dev/null
 python3 "$C/make_models.py" /tmp/models --shapes 1024x32000 --ops softmax > /dev/null
