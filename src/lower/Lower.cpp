@@ -7,7 +7,8 @@
 //      reductions over the threads of a block where the schedule says so (row reductions along
 //      threadIdx.x, reductions over outer axes along threadIdx.y); contractions (MatMul,
 //      Gemm, Conv) with a contraction tile are built tiled through shared memory instead;
-//   5. replace tensor reads by loads from buffers;
+//   5. replace tensor reads by loads from buffers; without a schedule (serial loops: the CPU
+//      backend), reductions that walk an operand across rows run over a row of accumulators;
 //   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
 //   7. fuse adjacent per-row stages into one loop over rows where the schedule says so, read a
 //      row's input into registers once for all its stages where it says so, and turn divisions
@@ -27,6 +28,7 @@
 #include "CacheRowReads.h"
 #include "CrossThreadReduce.h"
 #include "FuseRowStages.h"
+#include "InterchangeReductions.h"
 #include "ReciprocalDivisors.h"
 #include "SplitColumnReduction.h"
 #include "TemplateAttention.h"
@@ -339,6 +341,12 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   // 5. Loads from buffers.
   body = ReadsToLoads(buffers).mutate(body);
   log_ir("reads to loads", body);
+  // 5b. Serial loops (no schedule: the CPU backend): reductions that walk an operand across rows
+  // run over a row of accumulators instead (same results, bit for bit).
+  if (schedule.empty() && options.interchange_reductions) {
+    body = interchange_reductions(body);
+    log_ir("interchange reductions", body);
+  }
 
   // 6. Vector accesses.
   body = simplify(body);

@@ -14,6 +14,9 @@ struct LowerOptions {
   // Injective tensors that are not outputs are inlined into their consumers when read from one
   // place only (an elementwise chain becomes one loop nest). Off: every tensor gets a stage.
   bool inline_injective = true;
+  // Without a schedule, reductions that walk an operand across rows run over a row of
+  // accumulators (src/lower/InterchangeReductions.h; bit-identical results). Off: as built.
+  bool interchange_reductions = true;
 };
 
 // Lowers the computation of `outputs` from `inputs` (placeholders) into one function. Every
