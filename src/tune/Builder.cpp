@@ -1,5 +1,6 @@
 #include "kiln/tune/Builder.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "FileLock.h"
 #include "kiln/codegen/Build.h"
 #include "kiln/support/Error.h"
 
@@ -156,10 +158,21 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     }
   }
   if (!to_compile.empty()) fs::create_directories(cache);
-  std::mutex error_mutex;
-  parallel_for(to_compile.size(), request.jobs, [&](size_t j) {
+  // Workers building at once split the units: each unit is compiled under a lock beside its
+  // object; a unit another worker holds is left for a second pass, which waits for it (and
+  // compiles it only if that worker failed to).
+  std::mutex mutex;
+  std::vector<size_t> held_elsewhere;
+  auto compile_unit = [&](size_t j, FileLock::Mode mode) {
     const std::string& u = to_compile[j];
     const std::string object = unit_object.at(u);
+    const FileLock lock(object + ".lock", mode);
+    if (!lock.held() && lock.error() == EWOULDBLOCK) {
+      std::lock_guard<std::mutex> guard(mutex);
+      held_elsewhere.push_back(j);
+      return;
+    }
+    if (fs::exists(object)) return;  // compiled by another worker meanwhile
     const std::string tmp = object.substr(0, object.size() - 2) + ".tmp" + std::to_string(::getpid());
     std::ofstream(tmp + ".cu") << u;
     codegen::BuildOptions options = unit_options;
@@ -169,10 +182,13 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       fs::rename(tmp + ".o", object);
       fs::remove(tmp + ".cu"), fs::remove(tmp + ".log");
     } catch (const UserError& e) {
-      std::lock_guard<std::mutex> lock(error_mutex);
+      std::lock_guard<std::mutex> guard(mutex);
       unit_error[u] = e.what();
     }
-  });
+  };
+  parallel_for(to_compile.size(), request.jobs, [&](size_t j) { compile_unit(j, FileLock::Mode::Try); });
+  const std::vector<size_t> second_pass = std::move(held_elsewhere);
+  parallel_for(second_pass.size(), request.jobs, [&](size_t i) { compile_unit(second_pass[i], FileLock::Mode::Wait); });
   // 2. Each candidate's own unit, linked with its template objects.
   parallel_for(candidates.size(), request.jobs, [&](size_t i) {
     if (sources[i].empty()) return;

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <stdexcept>
 
+#include "FileLock.h"
 #include "GpuRuntime.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/runtime/Interpreter.h"
@@ -228,6 +230,11 @@ Runner::Runner(const codegen::KernelDefinition& kernel, const RunRequest& reques
 void Runner::compute_reference() {
   State& s = *state_;
   const codegen::KernelDefinition& kernel = s.kernel;
+  // Workers of one kernel share the reference folder: the first builds and runs the reference,
+  // the others wait for it and read its outputs from the cache.
+  std::filesystem::create_directories(s.work_dir);
+  const FileLock lock(s.work_dir + "/reference_" + std::to_string(std::hash<std::string>()(s.reference_text)) + ".lock",
+                      FileLock::Mode::Wait);
   // The reference: the CPU backend's generated C++ under the host compiler; where that cannot be
   // built, the CPU backend's interpreter (the same loop nest; slower on large shapes).
   std::string reference_path;

@@ -132,6 +132,7 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     t.work_dir = fs::absolute(fs::path(options.work_dir) / seats[w].dir).string();
     t.build_jobs = build_jobs;
     t.object_cache = fs::absolute(fs::path(options.work_dir) / "objects").string();
+    t.reference_dir = fs::absolute(fs::path(options.work_dir) / "reference").string();
     if (cuda) t.device_lock = fs::absolute(fs::path(options.work_dir) / ("gpu" + std::to_string(seats[w].slot) + ".lock")).string();
     t.run = options.run;
     t.run.target = options.target;

@@ -1,10 +1,6 @@
 // `kiln tune-worker TASK -o OUT`: measures one shard of candidates of one kernel (build, check
 // against the CPU backend, time) and appends a record per candidate to OUT as it goes. The same
 // command runs under the process pool of `kiln tune`, a Slurm array or a Kubernetes Job.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -12,11 +8,13 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
+#include "FileLock.h"
 #include "kiln/onnx/Import.h"
 #include "kiln/support/Error.h"
 #include "kiln/tune/Runner.h"
@@ -38,6 +36,7 @@ std::string task_to_json(const WorkerTask& t) {
   j["build_jobs"] = t.build_jobs;
   j["device_lock"] = t.device_lock;
   j["object_cache"] = t.object_cache;
+  j["reference_dir"] = t.reference_dir;
   j["warmup"] = t.run.warmup;
   j["repeats"] = t.run.repeats;
   j["seed"] = t.run.seed;
@@ -65,6 +64,7 @@ WorkerTask task_from_json(const std::string& text, const std::string& where) {
     t.build_jobs = j.value("build_jobs", 4);
     t.device_lock = j.value("device_lock", std::string());
     t.object_cache = j.value("object_cache", std::string());
+    t.reference_dir = j.value("reference_dir", std::string());
     t.run.target = t.target;
     t.run.warmup = j.value("warmup", 3);
     t.run.repeats = j.value("repeats", 20);
@@ -118,7 +118,7 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   std::unique_ptr<Runner> runner;
   std::string reference_error;
   try {
-    runner = std::make_unique<Runner>(kernel, task.run, task.work_dir);
+    runner = std::make_unique<Runner>(kernel, task.run, task.reference_dir.empty() ? task.work_dir : task.reference_dir);
   } catch (const std::runtime_error& e) {
     reference_error = e.what();
   }
@@ -148,12 +148,10 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   // The device is taken after building (other workers' compiles overlap this one's timing) and
   // held until this process exits.
   const auto t_wait = std::chrono::steady_clock::now();
-  int lock_fd = -1;
+  std::optional<FileLock> device_lock;
   if (!task.device_lock.empty()) {
-    lock_fd = ::open(task.device_lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
-      user_error("tune-worker: cannot lock {}: {}", task.device_lock, std::strerror(errno));
-    }
+    device_lock.emplace(task.device_lock, FileLock::Mode::Wait);
+    if (!device_lock->held()) user_error("tune-worker: cannot lock {}: {}", task.device_lock, std::strerror(device_lock->error()));
   }
   const double wait_s = seconds_since(t_wait);
   try {

@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "../../src/tune/FileLock.h"
 #include "TuneTestModels.h"
 #include "kiln/tune/Apply.h"
 
@@ -53,6 +56,10 @@ TEST(Tuner, CpuTargetOnTwoWorkerProcesses) {
   // Both workers measured (their shards are in separate folders).
   EXPECT_TRUE(fs::exists(o.work_dir + "/worker0/softmax_model_round0.jsonl"));
   EXPECT_TRUE(fs::exists(o.work_dir + "/worker1/softmax_model_round0.jsonl"));
+  // ... against one reference: the first worker to take its lock computed it, the other read it.
+  int references = 0;
+  for (const auto& e : fs::directory_iterator(o.work_dir + "/reference")) references += e.path().extension() == ".expected";
+  EXPECT_EQ(references, 1);
   Database db;
   db.load(o.records);
   ASSERT_EQ(db.records().size(), 4u);
@@ -84,8 +91,8 @@ TEST(Tuner, CpuTargetOnTwoWorkerProcesses) {
   EXPECT_FALSE(chosen.cpu_flags.empty());
 }
 
-// Two kernels on two workers are tuned at once, one per worker; each worker computes its kernel's
-// reference outputs once and reuses them from its folder in the next round.
+// Two kernels on two workers are tuned at once, one per worker; each kernel's reference outputs are
+// computed once and reused from the shared reference folder in the next round.
 TEST(Tuner, KernelsAreTunedConcurrentlyOnePerWorker) {
   if (!fs::exists(kiln_binary())) GTEST_SKIP() << "the kiln binary is not built (" << kiln_binary() << ")";
   const std::string dir = test::temp_dir("tuner_two");
@@ -111,7 +118,7 @@ TEST(Tuner, KernelsAreTunedConcurrentlyOnePerWorker) {
     return in0 ? 0 : 1;
   };
   EXPECT_NE(worker_of("softmax"), worker_of("sum"));
-  // The reference outputs were saved once per kernel, in its worker's folder.
+  // The reference outputs were saved once per kernel.
   int cached = 0;
   for (const auto& e : fs::recursive_directory_iterator(o.work_dir)) {
     const std::string name = e.path().filename().string();
@@ -154,6 +161,24 @@ TEST(Tuner, WorkerTaskRoundTripAndErrors) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("t.json: \"target\" is 'tpu' (expected cuda or cpu)"), std::string::npos) << e.what();
   }
+}
+
+// Workers share a GPU, template units and references through flock: a second holder waits, or with
+// Mode::Try gives up at once; the lock goes with its holder.
+TEST(FileLock, TryGivesUpWhileAnotherHoldsIt) {
+  const std::string path = test::temp_dir("file_lock") + "/unit.lock";
+  {
+    const FileLock first(path, FileLock::Mode::Wait);
+    ASSERT_TRUE(first.held()) << std::strerror(first.error());
+    const FileLock second(path, FileLock::Mode::Try);  // another open file: flock treats it as another holder
+    EXPECT_FALSE(second.held());
+    EXPECT_EQ(second.error(), EWOULDBLOCK);
+  }
+  const FileLock third(path, FileLock::Mode::Try);
+  EXPECT_TRUE(third.held());
+  const FileLock nowhere("/nonexistent-folder/x.lock", FileLock::Mode::Try);
+  EXPECT_FALSE(nowhere.held());
+  EXPECT_EQ(nowhere.error(), ENOENT);
 }
 
 TEST(Runner, OutputsMatchNamesTheFirstBadElement) {

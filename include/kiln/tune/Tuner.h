@@ -64,6 +64,7 @@ struct WorkerTask {
   int build_jobs = 4;
   std::string device_lock;  // a file to hold locked (flock) while measuring; "" for none
   std::string object_cache; // compiled template units shared by the workers (Builder.h)
+  std::string reference_dir; // reference libraries and outputs shared by the workers ("": work_dir)
   RunRequest run;
   std::vector<Candidate> candidates;
 };
