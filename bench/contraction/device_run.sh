@@ -10,7 +10,9 @@
 #      (every template configuration) and the conformance suites of step 2 (SAN_SUITES=debian,wheel).
 # Results: $OUT (the device tool brings them back) -> bench/results/. KILN_COMMIT names the commit.
 # STEPS=bench,conformance,edges,sanitizer chooses steps; BENCH_ONLY the bench sections; BENCH_ARGS more bench.py
-# arguments (--profile: per-kernel times of each model, kiln and torch.compile).
+# arguments (--profile: per-kernel times of each model, kiln and torch.compile); EDGE_KINDS the
+# edge_check.py kinds (default all), EDGE_BF16 the conv cases also checked in bfloat16 (default all);
+# RACECHECK_SETS=cases: racecheck over the template cases only (memcheck still over every set).
 set -uo pipefail
 OUT="${OUT:-bench/results}"
 mkdir -p "$OUT"
@@ -62,7 +64,8 @@ fi
 
 if [[ ",$steps," == *",edges,"* ]]; then
   # The template edge shapes against an fp32 torch reference (no sanitizer: torch in the process).
-  python3 bench/contraction/edge_check.py --kiln "$carry/kiln" > "$OUT/edge_check_${date}${tag}.txt" 2>&1
+  python3 bench/contraction/edge_check.py --kiln "$carry/kiln" ${EDGE_KINDS:+--kinds $EDGE_KINDS} \
+    ${EDGE_BF16:+--bf16-cases $EDGE_BF16} > "$OUT/edge_check_${date}${tag}.txt" 2>&1
   echo "edge_check.py exit status $?"; tail -n 3 "$OUT/edge_check_${date}${tag}.txt"
 fi
 
@@ -87,6 +90,7 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
     for tool in none memcheck racecheck; do
       for set in "${sets[@]}"; do
         read -r cases work skip <<< "$set"
+        [[ $tool == racecheck && ${RACECHECK_SETS:-all} == cases && $cases != /tmp/kiln-san-cases ]] && continue
         skip_args=(); [[ "$skip" != none ]] && skip_args=(--skip-list "$skip")
         echo "## $tool: $cases"
         if [[ $tool == none ]]; then  # builds what the conformance step has not built, and checks it
