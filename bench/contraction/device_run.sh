@@ -32,7 +32,7 @@ if [[ ",$steps," == *",bench,"* ]]; then
     python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out /tmp/kiln-contraction-results \
       --only "$section" --tag "$section" ${BENCH_ARGS:-} >> "$OUT/contraction_log$tag.txt" 2>&1 || echo "section $section failed: exit $?"
   done
-  device=$(nvidia-smi --query-gpu=name --format=csv,noheader | tr ' ' '_')
+  device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr ' ' '_')
   cat /tmp/kiln-contraction-results/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}.md"
   grep -v "Warning\|warn(" "$OUT/contraction_log$tag.txt" | grep -E "^(linear|Gemma|ViT|CNN|section|profile|kiln compile failed|Traceback|Fatal|  File| +[0-9.]+ us )" | tail -n 80
 fi
@@ -40,7 +40,7 @@ fi
 if [[ ",$steps," == *",conformance,"* ]]; then
   conformance="$OUT/cuda_conformance_${date}${tag}.txt"
   {
-    echo "# kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader), $date, commit ${KILN_COMMIT:-unknown}"
+    echo "# kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1), $date, commit ${KILN_COMMIT:-unknown}"
     echo "# command: kiln test-onnx .carry/kiln/node --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --skip-list tests/conformance/known_bad_reference.txt -v"
     start=$(date +%s)
     "$carry/kiln" test-onnx "$carry/node" --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --cuda-work-dir /tmp/kiln-cuda-test \
@@ -52,7 +52,7 @@ if [[ ",$steps," == *",conformance,"* ]]; then
   # machine's onnx package) on the CUDA backend too.
   wheel="$OUT/cuda_conformance_wheel_${date}${tag}.txt"
   {
-    echo "# onnx $(python3 -c 'import onnx; print(onnx.__version__)') node cases, kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader), $date, commit ${KILN_COMMIT:-unknown}"
+    echo "# onnx $(python3 -c 'import onnx; print(onnx.__version__)') node cases, kiln test-onnx --backend cuda, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1), $date, commit ${KILN_COMMIT:-unknown}"
     python3 tests/conformance/onnx_wheel_cases.py /tmp/kiln-wheel-cases 2>&1 | tail -n 3  # its errors in the file too
     start=$(date +%s)
     timeout "${WHEEL_TIMEOUT:-300}" "$carry/kiln" test-onnx /tmp/kiln-wheel-cases --backend cuda --cuda-arch sm_90 --cuda-jobs 16 \
@@ -78,7 +78,7 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
   kt=("$carry/kiln" test-onnx --backend cuda --cuda-arch sm_90 --cuda-jobs 16)
   {
     echo "# compute-sanitizer over the contraction templates and the conformance suites, commit ${KILN_COMMIT:-unknown}, $date"
-    echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader); $(compute-sanitizer --version | tail -1)"
+    echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $(compute-sanitizer --version | tail -1)"
     python3 bench/contraction/sanitizer_cases.py /tmp/kiln-san-cases --kiln "$carry/kiln"
     sets=("/tmp/kiln-san-cases /tmp/kiln-cuda-san none")
     [[ ",${SAN_SUITES:-debian}," == *",debian,"* ]] &&

@@ -8,7 +8,7 @@
 # bench/tune scripts; bench/core/bench.py, which bench_tune.py loads).
 #   device call: command "OUT=$OUT bash .carry/tune/scaling_run.sh", carry [".carry/tune", ".carry/core"]
 # Knobs: TOKENS (16), TRIALS (64), T2/T1 (seconds allowed to the two-GPU and one-GPU runs), MEM=0 leaves
-# the memory-bound kernels out.
+# the memory-bound kernels out, PHASE=2gpu or 1gpu runs only that tuning run (and nothing after it).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-tune-out}"
 C="$PWD/.carry/tune"
@@ -33,7 +33,7 @@ elapsed() { echo $(( $(date +%s) - start )); }
   echo '```'
 } > "$S"
 
-python3 "$C/gemma_layer.py" /tmp/models/gemma_layer.onnx --tokens "$TOKENS" 2>&1 | tail -2 | tee -a "$S"
+[ -f /tmp/models/gemma_layer.onnx ] || python3 "$C/gemma_layer.py" /tmp/models/gemma_layer.onnx --tokens "$TOKENS" 2>&1 | tail -2 | tee -a "$S"
 
 # name, taskset cpus ("" for all), gpus, seconds allowed
 tune_run() {
@@ -65,15 +65,19 @@ tune_run() {
   } >> "$S"
   echo "$name: exit $rc, $t s"
 }
-echo "== two GPUs ($(elapsed) s)"
-tune_run 2gpu "" all "${T2:-150}"
-echo "== one GPU, 16 cores ($(elapsed) s)"
-tune_run 1gpu 0-15 0 "${T1:-200}"
+if [ "${PHASE:-both}" != 1gpu ]; then
+  echo "== two GPUs ($(elapsed) s)"
+  tune_run 2gpu "" all "${T2:-150}"
+fi
+if [ "${PHASE:-both}" != 2gpu ]; then
+  echo "== one GPU, 16 cores ($(elapsed) s)"
+  tune_run 1gpu 0-15 0 "${T1:-200}"
+fi
 for d in /tmp/tune_2gpu /tmp/tune_1gpu; do
   echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
 done | tee -a "$S"
 
-if [ "${MEM:-1}" = 0 ]; then echo "== done ($(elapsed) s)" | tee -a "$S"; exit 0; fi
+if [ "${MEM:-1}" = 0 ] || [ "${PHASE:-both}" != both ]; then echo "== done ($(elapsed) s)" | tee -a "$S"; exit 0; fi
 echo "== memory-bound kernels ($(elapsed) s)"
 python3 "$C/make_models.py" /tmp/models --shapes 8192x4096 --ops layernorm_gelu,softmax > /dev/null
 python3 "$C/make_models.py" /tmp/models --shapes 1024x32000 --ops softmax > /dev/null
