@@ -7,16 +7,20 @@
 #      - on GPU 1 and cores 16-31, bench/contraction/device_run.sh with the steps in CONTRACTION_STEPS
 #        (its environment: BENCH_ONLY, EDGE_KINDS, SAN_SUITES, ...).
 # Carry: .carry/tune, .carry/core (bench/tune/README.md) and .carry/kiln (bench/contraction/prepare_carry.sh).
-# Results: $OUT/tune2/, $OUT/tune1/ (summary.md, records), $OUT/contraction/ (device_run.sh's files).
+# Results (the device tool brings back at most 8 files): $OUT/tune.md (both tuning summaries, each
+# appended as its run ends), $OUT/tune_1gpu.jsonl, and device_run.sh's files in $OUT/contraction/
+# (its log stays in /tmp).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-two-gpu}"
-mkdir -p "$OUT/tune2" "$OUT/tune1" "$OUT/contraction"
+mkdir -p "$OUT/contraction"
 start=$(date +%s)
-OUT="$OUT/tune2" PHASE=2gpu MEM=0 bash .carry/tune/scaling_run.sh 2>&1 | tail -n 4
+OUT=/tmp/kiln-tune2 PHASE=2gpu MEM=0 bash .carry/tune/scaling_run.sh 2>&1 | tail -n 4
+cat /tmp/kiln-tune2/summary.md >> "$OUT/tune.md"
 echo "== both halves ($(( $(date +%s) - start )) s)"
-OUT="$OUT/tune1" PHASE=1gpu MEM=0 bash .carry/tune/scaling_run.sh > "$OUT/tune1/log.txt" 2>&1 &
+( OUT=/tmp/kiln-tune1 PHASE=1gpu MEM=0 bash .carry/tune/scaling_run.sh > /tmp/kiln-tune1.log 2>&1
+  cat /tmp/kiln-tune1/summary.md >> "$OUT/tune.md"; cp /tmp/kiln-tune1/gemma_1gpu.jsonl "$OUT/tune_1gpu.jsonl" ) &
 CUDA_VISIBLE_DEVICES=1 OUT="$OUT/contraction" STEPS="${CONTRACTION_STEPS:-bench,edges,conformance,sanitizer}" \
-  taskset -c 16-31 bash bench/contraction/device_run.sh > "$OUT/contraction/log.txt" 2>&1
-echo "contraction steps done ($(( $(date +%s) - start )) s)"; tail -n 25 "$OUT/contraction/log.txt"
+  taskset -c 16-31 bash bench/contraction/device_run.sh > /tmp/kiln-contraction.log 2>&1
+echo "contraction steps done ($(( $(date +%s) - start )) s)"; tail -n 25 /tmp/kiln-contraction.log
 wait
-echo "== done ($(( $(date +%s) - start )) s)"; tail -n 4 "$OUT/tune1/log.txt"
+echo "== done ($(( $(date +%s) - start )) s)"; tail -n 4 /tmp/kiln-tune1.log
