@@ -14,21 +14,17 @@ namespace {
 
 using namespace ir;
 
-// The loads of an expression, except those of one buffer.
+// The loads of an expression or statement.
 class CollectLoads : public IRVisitor {
  public:
-  explicit CollectLoads(const Buffer& skip) : skip_(skip) {}
   std::vector<const Load*> loads;
   using IRVisitor::visit;
 
  protected:
   void visit(const Load* op) override {
-    if (!op->buffer.same_as(skip_)) loads.push_back(op);
+    loads.push_back(op);
     IRVisitor::visit(op);
   }
-
- private:
-  Buffer skip_;
 };
 
 // The constant d with e(var + 1) = e(var) + d wherever e is a sum of multiples of var and terms
@@ -52,10 +48,12 @@ std::optional<int64_t> step(const Expr& e, const Expr& var) {
   return std::nullopt;
 }
 
-// How many of `loads` step by more than one element (or by no constant) when `var` steps by one.
-int strided_loads(const std::vector<const Load*>& loads, const Expr& var) {
+// How many of `loads` (other than the accumulator's) step by more than one element (or by no
+// constant) when `var` steps by one.
+int strided_loads(const std::vector<const Load*>& loads, const Buffer& acc, const Expr& var) {
   int n = 0;
   for (const Load* load : loads) {
+    if (load->buffer.same_as(acc)) continue;
     const std::optional<int64_t> s = step(load->index, var);
     n += !s || *s > 1 || *s < -1;
   }
@@ -125,7 +123,7 @@ class HoistInvariants : public IRMutator {
     return recurse();
   }
   bool reads_acc(const Expr& e) const {
-    CollectLoads all{Buffer()};
+    CollectLoads all;
     all.visit(e);
     for (const Load* l : all.loads) {
       if (l->buffer.same_as(acc_)) return true;
@@ -185,10 +183,10 @@ class Interchange : public IRMutator {
     if (!n || *n < 2 || !e || !is_const_int(op->min, 0) || *n * dtype_bytes(e->acc->dtype) > max_row_bytes_) {
       return IRMutator::visit(op, self);
     }
-    CollectLoads loads(e->acc);
+    CollectLoads loads;
     loads.visit(e->update);
     const Expr& inner_reduction = e->reduction_loops.back()->var;
-    if (strided_loads(loads.loads, op->var) >= strided_loads(loads.loads, inner_reduction)) return self;
+    if (strided_loads(loads.loads, e->acc, op->var) >= strided_loads(loads.loads, e->acc, inner_reduction)) return self;
     const Buffer row = Buffer::make(e->acc->name + "_row", e->acc->dtype, {op->extent}, MemoryScope::Local);
     Widen widen(e->acc, row, op->var);
     auto over_row = [&](const Stmt& body) { return For::make(op->var, 0, op->extent, ForKind::Serial, widen.mutate(body)); };

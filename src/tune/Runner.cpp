@@ -180,12 +180,12 @@ struct Runner::State {
   std::string work_dir;          // where the reference library is built
   LoweredFunc reference_func;    // the CPU lowering (the interpreter's fallback)
   std::string reference_text;    // its C++
-  bool attached = false;         // attach_device ran
   // CUDA: device copies of the inputs and an L2-sized flush buffer.
   std::vector<void*> device_inputs;
   void* flush = nullptr;
   size_t flush_bytes = 0;
   std::vector<char> host_flush;
+  bool attached() const { return flush != nullptr || !host_flush.empty(); }  // attach_device ran
   // For each input parameter of `sig` (those before the outputs), the index of the input of that
   // name; std::runtime_error naming `who` when the parameters are not the kernel's inputs and
   // outputs.
@@ -310,14 +310,13 @@ void Runner::attach_device() {
   } else {
     s.host_flush.resize(64 << 20);
   }
-  s.attached = true;
 }
 
 Runner::~Runner() { delete state_; }
 
 void Runner::measure(const BuiltCandidate& built, Record& record) {
   State& s = *state_;
-  KILN_ASSERT(s.attached, "Runner::measure before attach_device");
+  KILN_ASSERT(s.attached(), "Runner::measure before attach_device");
   record.registers = built.registers;
   record.spill_bytes = built.spill_bytes;
   if (built.illegal) {

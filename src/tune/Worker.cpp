@@ -1,7 +1,6 @@
 // `kiln tune-worker TASK -o OUT`: measures one shard of candidates of one kernel (build, check
 // against the CPU backend, time) and appends a record per candidate to OUT as it goes. The same
 // command runs under the process pool of `kiln tune`, a Slurm array or a Kubernetes Job.
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
