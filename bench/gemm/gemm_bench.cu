@@ -19,6 +19,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdarg>
 #include <cmath>
 #include <cstdio>
@@ -548,6 +549,20 @@ static void run_checks() {
   {
     Shape s{33, 50, 37};
     s.tight = true;  // odd K, unpadded rows: the fast paths must refuse and run simt
+    shapes.push_back(s);
+  }
+  // Stream-K (gemm_wgmma.cuh, M > 256): tiles cut among up to 4 CTAs (257 x 8 x 512: 3 tiles of
+  // 8 k-steps on 12 CTAs; the last tile row's second warpgroup idle), an N edge, whole tiles
+  // before the shared-out waves (2560 x 1920: 300 tiles of 128 x 128), a batch.
+  for (const auto& d : std::vector<std::array<int64_t, 3>>{{257, 8, 512}, {1000, 136, 520}, {2560, 1920, 1024}})
+    for (bool bk : {true, false}) {
+      Shape s{d[0], d[1], d[2]};
+      s.b_k = bk;
+      shapes.push_back(s);
+    }
+  {
+    Shape s{300, 200, 640};
+    s.batch0 = 2, s.batch1 = 3, s.b_batch = 2;
     shapes.push_back(s);
   }
   for (const Shape& s : shapes) {
