@@ -70,18 +70,6 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
-// Flags between CTAs (stream-K, gemm_wgmma.cuh): an add that releases the writer's earlier writes
-// (and, after a barrier, those of the threads it synchronised with) at GPU scope, and a load that
-// acquires them.
-__device__ __forceinline__ void red_release_add(int* flag, int value) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
-}
-__device__ __forceinline__ int ld_acquire(const int* flag) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>

@@ -32,25 +32,16 @@
 // Split-K (batch 1, workspace given, fewer tiles than SMs): as in variant 1, fp32 slices in the
 // workspace and the reduction kernel that runs the epilogue.
 //
-// Stream-K (128 x 128 cooperative, one B, M > 256, workspace given; streamk_plan.h): where whole tiles
-// would leave part of the last wave idle, the last waves' tiles are cut along K so that every CTA
-// runs the same number of k-steps; a tile's partial sums meet in the workspace (a slot per CTA,
-// flags raised with release and awaited with acquire) and the CTA that ran its first k-steps
-// runs its epilogue. A consumer warpgroup whose rows all lie past M (the last tile row when M is
-// not a multiple of BM) skips its wgmmas and its epilogue.
-//
 // Dual products (Epilogue::kNumB == 2) load both B tiles per stage and share A; accumulators
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "gemm_ptx.cuh"
 #include "gemm_sm90_ptx.cuh"
 #include "gemm_tensorcore.cuh"
-#include "streamk_plan.h"
 
 namespace kiln::gemm {
 
@@ -77,71 +68,8 @@ struct WgmmaArgs {
   int tiles_m = 0, tiles_n = 0;
   int k_steps = 0, splits = 1, k_steps_per_split = 0;
   int a_batched = 0, b_batched = 0;  // the operand's tensor map has a batch axis (else broadcast)
-  int64_t units = 0;                 // data-parallel units: batch * tiles_m * tiles_n * splits (stream-K: its dp_tiles)
+  int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
   float* partial = nullptr;          // split-K slices (splits > 1)
-  StreamKPlan sk;                    // stream-K (sk.use): the tiles after `units`, shared out by k-step
-  float* sk_slots = nullptr;         // a tile's fp32 sums per CTA
-  int* sk_flags = nullptr;           // per CTA, zero at launch: raised by each consumer warpgroup once its slot is written
-};
-
-// One piece of a CTA's work: a tile (batch b, tile row tm, tile column tn), its split and k-steps
-// [ks0, ks1), and its stream-K role (sk_tile: the tile counted from the first stream-K tile).
-struct WgmmaPiece {
-  int b = 0, tm = 0, tn = 0, split = 0, ks0 = 0, ks1 = 0;
-  StreamKRole role = StreamKRole::Whole;
-  int64_t sk_tile = 0;
-};
-
-constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
-
-// Whether a configuration has the stream-K code: cooperative, one B, at most 64 accumulators per
-// consumer thread (128 x 128). With more (128 x 256) its registers spill, and those tiles run
-// where whole tiles fill the GPU anyway (gemm_wgmma picks them then).
-template <typename Config, int kNumB>
-constexpr bool kWgmmaHasStreamK = !Config::kPingPong && kNumB == 1 && Config::BM / 128 * Config::BN / 2 <= 64;
-
-// A CTA's pieces in order: its data-parallel units (blockIdx.x, + gridDim.x, ...), then (kStreamK)
-// its stream-K range. The producer and the consumers each walk their own copy.
-template <bool kStreamK>
-struct WgmmaWork {
-  int64_t u, sk_i = 0, sk_end = 0;
-
-  __device__ explicit WgmmaWork(const WgmmaArgs& args) : u(blockIdx.x) {
-    if (kStreamK && args.sk.use) sk_i = args.sk.sk_begin(int(blockIdx.x)), sk_end = args.sk.sk_begin(int(blockIdx.x) + 1);
-  }
-
-  // Unit u -> (batch, tile row, tile column, split); tiles grouped kWgmmaGroupRows tile-rows at a time.
-  __device__ static void decode(const WgmmaArgs& args, int64_t u, WgmmaPiece& p) {
-    p.split = int(u % args.splits);
-    u /= args.splits;
-    const int64_t per_batch = int64_t(args.tiles_m) * args.tiles_n;
-    p.b = int(u / per_batch);
-    const int64_t r = u % per_batch, group = int64_t(kWgmmaGroupRows) * args.tiles_n;
-    const int first = int(r / group) * kWgmmaGroupRows;
-    const int rows = args.tiles_m - first < kWgmmaGroupRows ? args.tiles_m - first : kWgmmaGroupRows;
-    const int64_t in = r % group;
-    p.tm = first + int(in % rows);
-    p.tn = int(in / rows);
-  }
-
-  __device__ bool next(const WgmmaArgs& args, WgmmaPiece& p) {
-    if (u < args.units) {
-      decode(args, u, p);
-      p.ks0 = p.split * args.k_steps_per_split;
-      p.ks1 = p.ks0 + args.k_steps_per_split < args.k_steps ? p.ks0 + args.k_steps_per_split : args.k_steps;
-      p.role = StreamKRole::Whole;
-      u += gridDim.x;
-      return true;
-    }
-    if (kStreamK && sk_i < sk_end) {
-      const StreamKPiece s = stream_k_piece(args.sk, sk_i, sk_end);
-      decode(args, args.units + s.tile, p);
-      p.ks0 = s.ks0, p.ks1 = s.ks1, p.role = s.role, p.sk_tile = s.tile;
-      sk_i = s.tile * args.sk.k_steps + s.ks1;
-      return true;
-    }
-    return false;
-  }
 };
 
 template <typename Config, int kNumB>
@@ -165,6 +93,8 @@ struct WgmmaLayout {
   static constexpr size_t kSmemBytes = kRingBytes + Config::kConsumers * kEpiBytes;
 };
 
+constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
+
 // Trace points for bench/gemm/wgmma_probe.cu, which defines the macro before including this
 // header (a globaltimer stamp per CTA and point); nothing otherwise.
 #ifndef KILN_WGMMA_TRACE
@@ -181,7 +111,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
   constexpr bool kPingPong = Config::kPingPong;
-  constexpr bool kStreamK = kWgmmaHasStreamK<Config, NB>;
   using L = WgmmaLayout<Config, NB>;
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
   const uint32_t base = (smem_addr(wgmma_smem) + 1023u) & ~1023u;
@@ -202,17 +131,36 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   __syncthreads();
   if (threadIdx.x == 0) KILN_WGMMA_TRACE(1);
 
+  // Work unit u -> (batch, tile row, tile column, split).
+  const int64_t per_batch = int64_t(args.tiles_m) * args.tiles_n;
+  auto decode = [&](int64_t u, int& b, int& tm, int& tn, int& split) {
+    split = int(u % args.splits);
+    u /= args.splits;
+    b = int(u / per_batch);
+    const int64_t r = u % per_batch, group = int64_t(kWgmmaGroupRows) * args.tiles_n;
+    const int first = int(r / group) * kWgmmaGroupRows;
+    const int rows = args.tiles_m - first < kWgmmaGroupRows ? args.tiles_m - first : kWgmmaGroupRows;
+    const int64_t in = r % group;
+    tm = first + int(in % rows);
+    tn = int(in / rows);
+  };
+  auto k_range = [&](int split, int& ks0, int& ks1) {
+    ks0 = split * args.k_steps_per_split;
+    ks1 = ks0 + args.k_steps_per_split < args.k_steps ? ks0 + args.k_steps_per_split : args.k_steps;
+  };
+
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      WgmmaWork<kStreamK> work(args);
-      for (WgmmaPiece piece; work.next(args, piece);) {
-        const int tm = piece.tm, tn = piece.tn;
-        const int ba = args.a_batched ? piece.b : 0, bb = args.b_batched ? piece.b : 0;
-        for (int ks = piece.ks0; ks < piece.ks1; ++ks) {
+      for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
+        int b, tm, tn, split, ks0, ks1;
+        decode(u, b, tm, tn, split);
+        k_range(split, ks0, ks1);
+        const int ba = args.a_batched ? b : 0, bb = args.b_batched ? b : 0;
+        for (int ks = ks0; ks < ks1; ++ks) {
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_expect_tx(full(stage), L::kStageBytes);
           const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
@@ -246,10 +194,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc[NB][MI][BN / 2];
-    int64_t local = 0;  // the CTA's pieces in order; ping-pong: warpgroup cw takes those with local % 2 == cw
-    WgmmaWork<kStreamK> work(args);
-    for (WgmmaPiece piece; work.next(args, piece); ++local) {
-      const int b = piece.b, tm = piece.tm, tn = piece.tn, split = piece.split, ks0 = piece.ks0, ks1 = piece.ks1;
+    int64_t local = 0;  // the CTA's units in order; ping-pong: warpgroup cw takes those with local % 2 == cw
+    for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x, ++local) {
+      int b, tm, tn, split, ks0, ks1;
+      decode(u, b, tm, tn, split);
+      k_range(split, ks0, ks1);
       if (kPingPong && local % 2 != cw) {  // the other warpgroup's unit: skip its stages in the ring
         const int skip = ks1 - ks0;
         stage += skip % S;
@@ -261,18 +210,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       // stage of its previous unit. (An mbarrier parity wait can tell only the current phase from
       // the one before, so no warpgroup may wait on a stage two phases ahead.)
       if (kPingPong && local > 0) named_barrier_sync(1 + cw, 256);
-      // A cooperative warpgroup whose rows all lie past M (the last tile row) only keeps the ring
-      // turning: no wgmma, no epilogue (a stream-K contributor still raises its flag). (Stream-K
-      // configurations only: where tiles run in whole waves, the time saved is not the wave's.)
-      if (kStreamK && int64_t(tm) * BM + 64 * row0 >= args.m) {
-        for (int ks = ks0; ks < ks1; ++ks) {
-          mbar_wait(full(stage), phase);
-          if (tid == 0) mbar_arrive(empty(stage));
-          if (++stage == S) stage = 0, phase ^= 1u;
-        }
-        if (piece.role == StreamKRole::Contributor && tid == 0) red_release_add(args.sk_flags + blockIdx.x, 1);
-        continue;
-      }
       int prev = -1;
       for (int ks = ks0; ks < ks1; ++ks) {
         mbar_wait(full(stage), phase);
@@ -309,44 +246,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           for (int e = 0; e < BN / 2; ++e) fence_operand(acc[j][mi][e]);
       if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
       if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
-
-      // Stream-K: a contributor's sums go to its CTA's slot, in fragment order (thread tid of
-      // warpgroup cw writes and the finalizer's same thread reads: coalesced, no layout); the
-      // finalizer adds every contributor's slot, then runs the epilogue as for a whole tile.
-      constexpr int64_t kSlotFloats = int64_t(BM) * BN * NB;
-      auto slot_at = [&](int cta, int j, int mi, int q) {
-        return reinterpret_cast<float4*>(args.sk_slots + int64_t(cta) * kSlotFloats) +
-               ((((cw * NB + j) * MI + mi) * (BN / 8) + q) * 128 + tid);
-      };
-      if (kStreamK && piece.role == StreamKRole::Contributor) {
-#pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int q = 0; q < BN / 8; ++q)
-              __stcg(slot_at(int(blockIdx.x), j, mi, q),
-                     make_float4(acc[j][mi][4 * q], acc[j][mi][4 * q + 1], acc[j][mi][4 * q + 2], acc[j][mi][4 * q + 3]));
-        named_barrier_sync(3 + cw, 128);  // the warpgroup's writes, then the flag (released at GPU scope)
-        if (tid == 0) red_release_add(args.sk_flags + blockIdx.x, 1);
-        continue;
-      }
-      if (kStreamK && piece.role == StreamKRole::Finalizer) {
-        for (int c = int(blockIdx.x) + 1; stream_k_contributes(args.sk, c, piece.sk_tile); ++c) {
-          if (tid == 0)
-            while (ld_acquire(args.sk_flags + c) < Config::kConsumersPerTile) __nanosleep(32);
-          named_barrier_sync(3 + cw, 128);
-#pragma unroll
-          for (int j = 0; j < NB; ++j)
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-              for (int q = 0; q < BN / 8; ++q) {
-                const float4 v = __ldcg(slot_at(c, j, mi, q));
-                acc[j][mi][4 * q] += v.x, acc[j][mi][4 * q + 1] += v.y, acc[j][mi][4 * q + 2] += v.z, acc[j][mi][4 * q + 3] += v.w;
-              }
-        }
-      }
 
       // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of
       // a thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2.
@@ -587,15 +486,6 @@ inline bool operand_tensor_map(const Problem& p, const Operand& op, int64_t mn, 
   return encode_tensor_map(key, out);
 }
 
-// Stream-K is on unless KILN_GEMM_STREAMK=0 (benchmarks compare the two in one process).
-inline bool stream_k_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_GEMM_STREAMK");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
 inline int device_is_sm90() {
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -612,9 +502,8 @@ cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUte
                          const Epilogue& epilogue, cudaStream_t stream) {
   using L = WgmmaLayout<Config, Epilogue::kNumB>;
   auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, kAk, kBk>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
   if (e != cudaSuccess) return e;
-  if (args.sk.use && (e = cudaMemsetAsync(args.sk_flags, 0, size_t(grid) * sizeof(int), stream)) != cudaSuccess) return e;
   kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(a, b0, b1, args, epilogue);
   ++wgmma_launches;
   return cudaGetLastError();
@@ -633,12 +522,19 @@ constexpr bool kWgmmaBuilt = false;
 #endif
 
 // Which of two Hopper tiles a call should use (the schedule prints both; measured on H200,
-// bench/gemm/NOTES.md): the wide BM x BN one when its tiles fill every SM at least once and K is
-// at least `min_k` (the mainloop dominates), a narrower ping-pong one otherwise (few tiles: more
-// of them; short K: the epilogue is a large share, and ping-pong hides it).
-inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t min_k) {
-  const int64_t tiles = p.batch() * ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn);
-  return p.k >= min_k && tiles >= detail::device_sm_count();
+// bench/gemm/NOTES.md): the wide bm x bn one when K is at least `min_k` (the mainloop dominates)
+// and its tiles, counted in whole waves of one tile per SM, are no more work than the narrow
+// nbm x nbn one's (816 x 4096 x 4096: 112 wide tiles in one wave against 224 narrow ones in two,
+// 48-50 us against 52-62, three runs); the narrow one otherwise (short K: the epilogue is a large
+// share; more waves of wide tiles than the narrow ones need).
+inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t min_k, int64_t nbm, int64_t nbn) {
+  if (p.k < min_k) return false;
+  const int64_t sms = detail::device_sm_count();
+  auto waves_work = [&](int64_t tm, int64_t tn) {
+    const int64_t tiles = p.batch() * ((p.m + tm - 1) / tm) * ((p.n + tn - 1) / tn);
+    return (tiles + sms - 1) / sms * tm * tn;
+  };
+  return waves_work(bm, bn) <= waves_work(nbm, nbn);
 }
 
 // Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
@@ -678,21 +574,10 @@ cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspa
         args.tiles_m = int(tiles_m), args.tiles_n = int(tiles_n), args.k_steps = int(k_steps);
         args.a_batched = a_batched, args.b_batched = b_batched[0];
         const int64_t sms = detail::device_sm_count(), tiles = tiles_m * tiles_n;
-        const bool ws_aligned = workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0;
-        // Stream-K where the plan takes it (above M = 256: split-K's contract holds below).
-        if (detail::kWgmmaHasStreamK<Config, NB> && p.m > 256 && ws_aligned && detail::stream_k_enabled()) {
-          const int64_t slot_bytes = int64_t(Config::BM) * Config::BN * NB * 4;
-          args.sk = plan_stream_k(batch * tiles, k_steps, int(sms), workspace_bytes, slot_bytes);
-          if (args.sk.use) {
-            args.splits = 1, args.k_steps_per_split = int(k_steps);
-            args.units = args.sk.dp_tiles;
-            args.sk_slots = static_cast<float*>(workspace);
-            args.sk_flags = reinterpret_cast<int*>(static_cast<char*>(workspace) + int64_t(args.sk.grid) * slot_bytes);
-          }
-        }
         int64_t splits = 1;
         const int64_t slice_bytes = int64_t(NB) * p.m * p.n * 4;
-        if (!args.sk.use && batch == 1 && ws_aligned && workspace_bytes >= 2 * slice_bytes && tiles < sms) {
+        if (batch == 1 && workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0 && workspace_bytes >= 2 * slice_bytes &&
+            tiles < sms) {
           splits = sms / tiles;
           if (splits > 8) splits = 8;
           if (splits > k_steps / 4) splits = k_steps / 4;
@@ -701,13 +586,10 @@ cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspa
         }
         const int64_t per_split = (k_steps + splits - 1) / splits;
         splits = (k_steps + per_split - 1) / per_split;
-        int grid = args.sk.grid;
-        if (!args.sk.use) {
-          args.splits = int(splits), args.k_steps_per_split = int(per_split);
-          args.partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
-          args.units = batch * tiles * splits;
-          grid = int(args.units < sms ? args.units : sms);
-        }
+        args.splits = int(splits), args.k_steps_per_split = int(per_split);
+        args.partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
+        args.units = batch * tiles * splits;
+        const int grid = int(args.units < sms ? args.units : sms);
         const CUtensorMap& mb1 = NB == 2 ? mb[1] : mb[0];
         cudaError_t e;
         if (a_k) {

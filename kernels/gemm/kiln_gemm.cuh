@@ -43,12 +43,10 @@
 
 namespace kiln::gemm {
 
-// Workspace a gemm<> call may use, as a function of the problem: split-K partial sums up to
-// M = 256, the Hopper kernel's stream-K slots above (streamk_plan.h). The signature of a generated
-// function reserves this much (lowering's TemplateContraction.cpp states the same formula); given
-// less, the template splits less.
+// Workspace a gemm<> call may use (split-K partial sums), as a function of the problem: the
+// signature of a generated function reserves this much; given less, the template splits less.
 __host__ __device__ inline int64_t split_k_workspace_bytes(int64_t m, int64_t n) {
-  return m <= 256 ? 8 * m * n * 4 + 4096 : stream_k_workspace_bytes(m, n);
+  return m <= 256 ? 8 * m * n * 4 + 4096 : 0;
 }
 
 // Tensor-core tile configuration (schedule data: ContractionTemplate in schedule/Schedule.h).

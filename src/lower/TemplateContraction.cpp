@@ -257,8 +257,6 @@ struct Candidate {
 constexpr int64_t kW4RowMultiple = 16, kW4KMultiple = 128;
 // Split-K partials of kernels/quant/ launch_linear_epilogue at most (kEpilogueSplitFloats).
 constexpr int64_t kW4SplitFloats = int64_t(2 * 132) * 128 * 64;
-// kernels/gemm/streamk_plan.h's kStreamKMaxCtas and kStreamKMaxShare.
-constexpr int64_t kStreamKMaxCtas = 160, kStreamKMaxShare = 4;
 
 // A kiln.QuantLinear accumulator (te::QuantLinearInfo) as a call of kernels/quant/, or why not
 // (`why`). The kernels read x [M, K] row-major with float16/bfloat16 elements, and the weight,
@@ -751,14 +749,8 @@ Stmt template_contraction(const TemplateGroup& group, const Buffers& buffers, co
   const bool conv = candidates.front().b.window.has_value();
   // The workspace: split-K partials (float32); a convolution splits no K, but the Hopper kernel
   // (when the schedule enables it) repacks its weight and the image there, in the weight's dtype.
-  // Above M = 256, the Hopper kernel's stream-K slots: kernels/gemm/streamk_plan.h's
-  // stream_k_workspace_bytes, in floats (tests/lower/StreamKWorkspace_test.cpp compares the two).
-  const Expr stream_k_floats =
-      min((M + Expr(127)) / Expr(128) * Expr(128) * ((N + Expr(255)) / Expr(256) * Expr(256)) * Expr(kStreamKMaxShare),
-          Expr(kStreamKMaxCtas * 128 * 256)) +
-      Expr(1024);
   const Expr split_floats = w4 ? select(M <= Expr(16), Expr(0), min(M * N, Expr(kW4SplitFloats)))
-                               : select(M <= Expr(256), Expr(8) * M * N + Expr(1024), stream_k_floats);
+                               : select(M <= Expr(256), Expr(8) * M * N + Expr(1024), Expr(0));
   Buffer split_k;
   if (!conv) {
     split_k = Buffer::make(name + "_split_k", DType::Float32, {simplify(split_floats)});

@@ -235,8 +235,8 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
            " warps, " + s(g_tile.stages) + " stages)";
   };
   // Above M = 256 on Hopper (H200, bench/gemm/NOTES.md): wgmma + TMA, 0.56-0.91x cuBLAS where
-  // mma.sync reaches 0.25-0.52x: 128x256 cooperative tiles when they fill the GPU and K >= 4096,
-  // else 128x128 cooperative (session 6's probe: faster than ping-pong on every ViT and M = 816
+  // mma.sync reaches 0.25-0.52x: 128x256 cooperative tiles when K >= 4096 and their whole waves
+  // are no more work than the narrow tiles' (kiln::gemm::wgmma_prefers_wide), else 128x128 cooperative (session 6's probe: faster than ping-pong on every ViT and M = 816
   // shape, e.g. 1576 x 768 x 768 12.9 vs 16.5 us); dual products 64x128 ping-pong (in the Gemma
   // block at M = 816, 210.4 us vs 230.9 for 128x128 cooperative, two runs). float32 (TF32) keeps simt.
   g.wgmma = !g.tf32;
@@ -249,7 +249,7 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   if (g.mid_max_m) rule += "M <= " + s(g.mid_max_m) + ": tensor-core GEMM (mma.sync), " + tile(g.mid_tile) + ", split-K; ";
   if (g.wgmma) {
     rule += (rule.empty() ? "" : "above: ") + std::string("on sm_90 Hopper GEMM (wgmma + TMA), ") + wtile(g.wgmma_tile) +
-            " when they fill every SM and K >= " + s(g.wgmma_wide_min_k) + ", else " + wtile(g.wgmma_narrow_tile) + " (dual products " +
+            " when K >= " + s(g.wgmma_wide_min_k) + " and their waves are no more work than the narrow tile's, else " + wtile(g.wgmma_narrow_tile) + " (dual products " +
             wtile(g.wgmma_dual_tile) + "), elsewhere or for operands TMA cannot read tensor-core GEMM (mma.sync), " + tile(g.tile) +
             " (dual products " + tile(g.dual_tile) + ")";
   } else {

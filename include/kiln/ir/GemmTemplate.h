@@ -37,8 +37,9 @@ struct GemmTemplate {
   GemmTile dual_mid_tile{64, 128, 32, 2, 2, 4};
   GemmTile dual_tile{128, 128, 32, 2, 4, 3};
   // Above mid_max_m on Hopper: `tile` / `dual_tile` become the fallback of these (when `wgmma`).
-  // The wide tile runs when its tiles fill every SM and K >= wgmma_wide_min_k (decided per call,
-  // kiln::gemm::wgmma_prefers_wide), the narrow one otherwise (few tiles, or a short K). Both
+  // The wide tile runs when K >= wgmma_wide_min_k and its tiles, in whole waves, are no more work
+  // than the narrow tile's (decided per call, kiln::gemm::wgmma_prefers_wide), the narrow one
+  // otherwise (a short K, or wide tiles that leave more of their last wave idle). Both
   // cooperative: measured on H200 (bench/gemm/NOTES.md, session 6), 128x128 cooperative beats
   // 128x128 ping-pong on every ViT and Linear M = 816 shape, since a ping-pong warpgroup runs the
   // whole tile's epilogue alone. Dual products keep 64x128 ping-pong: their long epilogue (the
