@@ -70,9 +70,13 @@ constexpr int kDefaultGemvVariant = 0;
 // so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async). Variant 9
 // (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where gemv9_plan has a plan (N a
 // multiple of 64, K of 256) and is variant 5 elsewhere.
+// Variants 10 and 11 (w4_gemv_async.cuh: 8 with a ring of 2 / 3 four-row slots per warp) run where
+// gemv8_applies and are variant 5 elsewhere.
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] >= '1' && v[0] <= '9') ? v[0] - '0' : kDefaultGemvVariant;
+  if (!v || v[0] < '1' || v[0] > '9') return kDefaultGemvVariant;
+  const int n = std::atoi(v);
+  return n >= 1 && n <= 11 ? n : kDefaultGemvVariant;
 }
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
@@ -221,6 +225,10 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 8:
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 10:
+    case 11:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv10<F, T>(p, ep, gemv_variant() == 11 ? 3 : 2, pdl_enabled(), stream);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 9: {
       const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream);
