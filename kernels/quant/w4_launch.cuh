@@ -58,6 +58,7 @@ inline LinearPlan plan_linear(int m, int n, int k) {
 }
 
 // 0: the choice per call of launch_gemv_default (below): variant 8 at M = 1 where gemv8_applies
+// (10 where gemv10_default_takes K)
 // (measured faster than 5 and 7 at M = 1 on every shape in session 4's run 2, bench/quant/NOTES.md),
 // variant 9 at M = 2..16 where gemv9_default_takes its plan (no cluster, >= 12 x 132 warps:
 // measured faster than 5 there in session 7), else 5.
@@ -70,14 +71,23 @@ constexpr int kDefaultGemvVariant = 0;
 // so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async). Variant 9
 // (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where gemv9_plan has a plan (N a
 // multiple of 64, K of 256) and is variant 5 elsewhere.
-// Variants 10 and 11 (w4_gemv_async.cuh: 8 with a ring of 2 / 3 four-row slots per warp) run where
-// gemv8_applies and are variant 5 elsewhere.
+// Variants 10, 13, 14 (w4_gemv_async.cuh: 8 with a ring of 8 rows per warp; 13 with the early
+// launch of dependents, 14 with one-row slots) and 12 (8 with the early launch of dependents) run
+// where gemv8_applies and are variant 5 elsewhere. (Variant 11, a ring of 12 rows, measured slower
+// than 10 everywhere in session 9 and was removed.)
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
   if (!v || v[0] < '1' || v[0] > '9') return kDefaultGemvVariant;
   const int n = std::atoi(v);
-  return n >= 1 && n <= 11 ? n : kDefaultGemvVariant;
+  return n >= 1 && n <= 14 && n != 11 ? n : kDefaultGemvVariant;
 }
+
+// Variant 10 in place of 8 at M = 1 where a variant-8 CTA (16 warps x 10 KB at K = 16384) leaves
+// no room on its SM for the next kernel's CTA: measured 7.9 against 9.4 µs at 2048x16384 (H200,
+// session 9 call 1, bench/quant/NOTES.md); at K = 2048 and below the two measured the same or 10
+// slower, so 8 stays there. Only K = 16384 was measured: the threshold is that K.
+constexpr int kGemv10DefaultMinK = 16384;
+inline bool gemv10_default_takes(int k) { return k >= kGemv10DefaultMinK; }
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
 inline bool pdl_enabled() {
@@ -199,11 +209,14 @@ inline void note_gemv9_path() {
 }
 
 // The default GEMV without the variant switch (what generated code instantiates: four kernels
-// per format and dtype instead of sixteen): 8 at M = 1, 9 at M = 2..16 where gemv9_default_takes
+// per format and dtype instead of sixteen): 8 at M = 1 (10 where gemv10_default_takes K), 9 at M = 2..16 where gemv9_default_takes
 // its plan, 5 elsewhere.
 template <Format F, typename T, int NT, class Ep>
 cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
-  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) {
+    if (gemv10_default_takes(p.k)) return launch_gemv10<F, T>(p, ep, 10, pdl_enabled(), stream);
+    return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+  }
   if (p.m >= 2) {
     const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream, /*default_only=*/true);
     note_gemv9_path();
@@ -227,8 +240,12 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 10:
-    case 11:
-      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv10<F, T>(p, ep, gemv_variant() == 11 ? 3 : 2, pdl_enabled(), stream);
+    case 13:
+    case 14:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv10<F, T>(p, ep, gemv_variant(), pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 12:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream, /*early=*/true);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 9: {
       const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream);
