@@ -58,14 +58,13 @@ inline LinearPlan plan_linear(int m, int n, int k) {
 }
 
 // 0: the choice per call of launch_gemv_default (below): variant 8 at M = 1 where gemv8_applies
-// (10 where gemv10_default_takes K)
 // (measured faster than 5 and 7 at M = 1 on every shape in session 4's run 2, bench/quant/NOTES.md),
 // variant 9 at M = 2..16 where gemv9_default_takes its plan (no cluster, >= 12 x 132 warps:
 // measured faster than 5 there in session 7), else 5.
 constexpr int kDefaultGemvVariant = 0;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..9
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..14
 // selects another, so that benchmarks can compare them in one run. Variant 7 (w4_gemv_half2.cuh)
 // runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384) and is variant 5 elsewhere;
 // so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async). Variant 9
@@ -82,12 +81,10 @@ inline int gemv_variant() {
   return n >= 1 && n <= 14 && n != 11 ? n : kDefaultGemvVariant;
 }
 
-// Variant 10 in place of 8 at M = 1 where a variant-8 CTA (16 warps x 10 KB at K = 16384) leaves
-// no room on its SM for the next kernel's CTA: measured 7.9 against 9.4 µs at 2048x16384 (H200,
-// session 9 call 1, bench/quant/NOTES.md); at K = 2048 and below the two measured the same or 10
-// slower, so 8 stays there. Only K = 16384 was measured: the threshold is that K.
-constexpr int kGemv10DefaultMinK = 16384;
-inline bool gemv10_default_takes(int k) { return k >= kGemv10DefaultMinK; }
+// Not the default (session 9, bench/quant/NOTES.md): variant 10 at M = 1 measured 7.8 against
+// 9.4 µs for 8 on 2048x16384 alone (H200, PDL chain of the same GEMV), and 14 7.2 against 7.7 on
+// 16384x2048; but the Gemma MLP x18 chain at M = 1 measured slower with 10 on its 2048x16384 down
+// projection (406 against 396 µs, gate/up on 8) and with 14 or 10 on every layer (408 / 413).
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
 inline bool pdl_enabled() {
@@ -209,14 +206,11 @@ inline void note_gemv9_path() {
 }
 
 // The default GEMV without the variant switch (what generated code instantiates: four kernels
-// per format and dtype instead of sixteen): 8 at M = 1 (10 where gemv10_default_takes K), 9 at M = 2..16 where gemv9_default_takes
+// per format and dtype instead of sixteen): 8 at M = 1, 9 at M = 2..16 where gemv9_default_takes
 // its plan, 5 elsewhere.
 template <Format F, typename T, int NT, class Ep>
 cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
-  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) {
-    if (gemv10_default_takes(p.k)) return launch_gemv10<F, T>(p, ep, 10, pdl_enabled(), stream);
-    return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
-  }
+  if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
   if (p.m >= 2) {
     const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream, /*default_only=*/true);
     note_gemv9_path();
