@@ -156,7 +156,7 @@ def main():
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True}
     gemm_ok = {"1": True, "2": True, "3": True}
     gemm3_paths = set()  # what the GEMM variant-3 calls ran ("wgmma" or the fallback's reason)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -180,7 +180,7 @@ def main():
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
                     # M <= 16: every GEMV variant; M > 16: both GEMM variants (fresh x for each)
-                    for variant in (["1", "2", "3", "4", "5", "6", "7", "8", "9"] if m <= 16 else ["g1", "g2", "g3"]):
+                    for variant in (["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14"] if m <= 16 else ["g1", "g2", "g3"]):
                         if m <= 16:
                             os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                         else:
@@ -235,7 +235,7 @@ def main():
         q = quantize(w, fmt)
         kw, wd = kq.KernelWeight(q), q.dequant().double()
         for scale in (2.0 ** 118, 2.0 ** -60):
-            for variant in ["5", "7", "8", "9"]:
+            for variant in ["5", "7", "8", "9", "10", "12", "13", "14"]:
                 os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                 x = (torch.randn(1, 2048, device=dev) * scale).to(torch.bfloat16)
                 y = torch.full((1, 256), float("nan"), device=dev, dtype=torch.bfloat16)
@@ -246,7 +246,7 @@ def main():
                     variant_ok[variant] = False
                     log(f"- FAIL GEMV variant {variant}: {fmt} x scaled by 2^{int(math.log2(scale))}: rel err {e:.3e}")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
-    log("- activations scaled by 2^118 and 2^-60 (M = 1, 256×2048, all formats): checked for GEMV variants 5, 7, 8, 9")
+    log("- activations scaled by 2^118 and 2^-60 (M = 1, 256×2048, all formats): checked for GEMV variants 5, 7, 8, 9, 10, 12, 13, 14")
     # GEMV variant 9 (w4_gemv_mma.cuh) at its edges: every M up to 16 around the token tiles,
     # clusters of 3 and 5 CTAs (K = 768 and 2560), N = 208 (not a multiple of 64: variant 5 runs),
     # INT4 groups 32/64/128, fp16 and bf16; then the fused gate/up (gated epilogue) at M = 4, 16.
@@ -412,7 +412,7 @@ def main():
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
     log(f"kiln columns: GEMV variant {default_variant} ('lib': the library default, KILN_QUANT_GEMV_VARIANT unset), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 / 9 µs (M = 1), 5 / 9 (M = 2..16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
+    log("| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant 5 / 7 / 8 / 9 / 10 / 12 / 13 / 14 µs (M = 1), 5 / 9 (M = 2..16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -485,7 +485,7 @@ def main():
                 row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:])} |"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), m in (2, 8)):
                 tv = []
-                for variant in (["5", "7", "8", "9"] if m == 1 else ["5", "9"]):
+                for variant in (["5", "7", "8", "9", "10", "12", "13", "14"] if m == 1 else ["5", "9"]):
                     if not variant_ok[variant]:
                         tv.append("fail")
                         continue
@@ -538,7 +538,7 @@ def main():
     log("")
     for (n, k) in SHAPES[:2]:
         c = ceil.get(("nvfp4", n, k))
-        for v in ["5", "7", "8", "9"]:
+        for v in ["5", "7", "8", "9", "10", "12", "13", "14"]:
             t1, t4, t16 = (gemv_times.get((v, n, k, mm)) for mm in (1, 4, 16))
             if c and t1:
                 log(f"- {n}×{k} variant {v}: M=1 {100 * c / t1:.0f}% of the ceiling (goal >= 80%)"
@@ -555,7 +555,7 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 5 / 7 / 8 / 9 (M = 1), 5 / 9 (M = 2..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 (M = 1), 5 / 9 (M = 2..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     for (h, i, mlist, label) in [(2048, 16384, [1, 4, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [16, 51], "action expert 1024→4096→1024")]:
@@ -595,7 +595,7 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in ((["5", "7", "8", "9"] if m == 1 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
+                for variant in ((["8", "10", "12", "13", "14"] if m == 1 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
                     if not (variant_ok[variant] if m <= 16 else gemm_ok[variant[1]]):
                         tv.append("fail")
                         continue
@@ -608,7 +608,7 @@ def main():
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     if variant != "g3":  # (g3 = the kiln column: timed there)
                         tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("7", "8", "9", "g2", "g3"):
+                    if variant in ("7", "8", "9", "10", "12", "13", "14", "g2", "g3"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"

@@ -13,6 +13,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 SHAPES = [(16384, 2048), (2048, 16384)]
 RUNS = [("8", 1), ("9", 1), ("9", 4), ("9", 16), ("5", 4)]  # (variant, M)
+if os.environ.get("KILN_PROFILE_RUNS"):  # e.g. "8:1,10:1": other variants and M
+    RUNS = [(r.split(":")[0], int(r.split(":")[1])) for r in os.environ["KILN_PROFILE_RUNS"].split(",")]
 
 
 def run(lib_path):

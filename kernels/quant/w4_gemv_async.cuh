@@ -23,7 +23,21 @@ struct Gemv8Layout {
   static constexpr int kScaleRowBytes = 128;  // scales at 0, INT4 zeros at 64
   static constexpr int kChunkBytes = kWeightBytes + kGemv7Rows * kScaleRowBytes;
 };
-inline size_t gemv8_smem_bytes(int k) { return size_t(k / kGemv7Chunk) * Gemv8Layout::kChunkBytes; }
+// Variants 10, 13, 14: a ring of 8 rows per warp instead of all 16 rows of the warp's chunk
+// (variant 8): the rows of group g + slots are requested into the slot of group g once the lane has
+// read it, so that a K = 16384 CTA (16 warps) takes 96 KB instead of 160, and two CTAs (this
+// kernel's and the next one's, under programmatic dependent launch) are resident on one SM.
+template <int RING_ROWS>
+struct Gemv8Ring {
+  static constexpr int kWeightBytes = RING_ROWS * 32 * 16;
+  static constexpr int kChunkBytes = kWeightBytes + kGemv7Rows * Gemv8Layout::kScaleRowBytes;
+};
+static_assert(Gemv8Ring<kGemv7Rows>::kChunkBytes == Gemv8Layout::kChunkBytes, "variant 8's layout");
+constexpr int kGemv10RingRows = 8;
+inline size_t gemv8_smem_bytes(int k, int ring_rows = kGemv7Rows) {
+  const int bytes = ring_rows == kGemv10RingRows ? Gemv8Ring<kGemv10RingRows>::kChunkBytes : Gemv8Layout::kChunkBytes;
+  return size_t(k / kGemv7Chunk) * bytes;
+}
 
 // Variant 8 takes one chunk per warp and up to 16 warps (K <= 16384, 160 KB of shared memory):
 // run 2 measured 2 chunks per warp with 8 warps at K = 16384 at 64% of the read ceiling, against
@@ -44,12 +58,12 @@ __device__ __forceinline__ size_t row_scale_bytes(const LinearParams& p) {
 }
 
 // Scale pieces of one chunk (16 bytes each, spread over the lanes); the caller commits.
-template <Format F>
+template <Format F, int WB = Gemv8Layout::kWeightBytes>
 __device__ __forceinline__ void issue_chunk_scales(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane) {
   const int bytes = chunk_scale_bytes<F>(p.group), pieces = bytes / 16;
   const int tensors = F == Format::Int4 ? 2 : 1;
   const size_t stride = row_scale_bytes<F>(p);
-  uint8_t* dst = smem + Gemv8Layout::kWeightBytes;
+  uint8_t* dst = smem + WB;
   for (int q = lane; q < kGemv7Rows * pieces * tensors; q += 32) {
     const int tensor = q / (kGemv7Rows * pieces), rem = q - tensor * kGemv7Rows * pieces;
     const int r = rem / pieces, part = rem - r * pieces;
@@ -59,14 +73,23 @@ __device__ __forceinline__ void issue_chunk_scales(const LinearParams& p, uint8_
   }
 }
 
-// Rows 4g..4g+3 of one chunk: the lane's 16 bytes of each; the caller commits.
-__device__ __forceinline__ void issue_chunk_rows(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane, int g) {
+// Rows 4g..4g+3 of one chunk: the lane's 16 bytes of each, into slot `slot` (4 rows); the caller
+// commits.
+__device__ __forceinline__ void issue_chunk_rows(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane, int g,
+                                                 int slot) {
   const size_t row_bytes = size_t(p.k) / 2;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int r = 4 * g + i;
-    cp_async16(smem + (r * 32 + lane) * 16, p.weight + size_t(row0 + r) * row_bytes + size_t(chunk) * 512 + 16 * lane, true);
+    cp_async16(smem + ((4 * slot + i) * 32 + lane) * 16, p.weight + size_t(row0 + r) * row_bytes + size_t(chunk) * 512 + 16 * lane, true);
   }
+}
+__device__ __forceinline__ void issue_chunk_rows(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane, int g) {
+  issue_chunk_rows(p, smem, row0, chunk, lane, g, g);
+}
+// Row g of one chunk (the lane's 16 bytes) into slot row `slot`; the caller commits.
+__device__ __forceinline__ void issue_chunk_row(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane, int g, int slot) {
+  cp_async16(smem + (slot * 32 + lane) * 16, p.weight + size_t(row0 + g) * (size_t(p.k) / 2) + size_t(chunk) * 512 + 16 * lane, true);
 }
 
 __device__ __forceinline__ void cp_async_wait_upto7(int n) {
@@ -82,11 +105,12 @@ __device__ __forceinline__ void cp_async_wait_upto7(int n) {
   }
 }
 
-template <Format F, typename T>
-__device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r, int lane, int group) {
+// Row r's unit: its weights at slot row `sr` (r itself where every row has its own slot).
+template <Format F, typename T, int WB = Gemv8Layout::kWeightBytes>
+__device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r, int lane, int group, int sr) {
   Gemv7Unit<F, T> u;
-  u.w = *reinterpret_cast<const uint4*>(smem + (r * 32 + lane) * 16);
-  const uint8_t* sc = smem + Gemv8Layout::kWeightBytes + r * Gemv8Layout::kScaleRowBytes;
+  u.w = *reinterpret_cast<const uint4*>(smem + (sr * 32 + lane) * 16);
+  const uint8_t* sc = smem + WB + r * Gemv8Layout::kScaleRowBytes;
   if constexpr (F == Format::NvFp4) {
     u.s = *reinterpret_cast<const uint16_t*>(sc + 2 * lane);
     u.z = 0;
@@ -100,8 +124,15 @@ __device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r,
   }
   return u;
 }
+template <Format F, typename T>
+__device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r, int lane, int group) {
+  return read_unit<F, T>(smem, r, lane, group, r);
+}
 
-template <Format F, typename T, int CPW, class Ep>
+// EARLY (variant 12): griddepcontrol.launch_dependents right after the copies are requested,
+// before the wait, so that the next kernel's CTAs may take free SM slots as soon as all of this
+// kernel's CTAs run (the next kernel still waits for this one's completion before it reads x).
+template <Format F, typename T, int CPW, class Ep, bool EARLY = false>
 __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearParams p, Ep ep) {
   extern __shared__ __align__(16) uint8_t gemv8_smem[];
   __shared__ float red[kGemv8MaxWarps][kGemv7Rows];
@@ -128,9 +159,10 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
   for (int j = 0; j < CPW; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) xraw[j][i] = make_uint4(0, 0, 0, 0);
+  if constexpr (EARLY) grid_launch_dependents();
   if (p.m > 0) {
-    grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
-    grid_launch_dependents();  // the next kernel may start and request its weights
+    grid_dependency_wait();  // x (and y, below) belong to the previous kernel until here
+    if constexpr (!EARLY) grid_launch_dependents();  // the next kernel may start and request its weights
 #pragma unroll
     for (int j = 0; j < CPW; ++j) {
       const T* src = static_cast<const T*>(p.x) + (warp + j * warps) * kGemv7Chunk + 32 * lane;
@@ -165,11 +197,88 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
   gemv7_epilogue<F, T, kGemv8MaxWarps>(p, acc, red, lane, warp, warps, row0, ep);
 }
 
+// Variants 10, 13 and 14: variant 8 with one chunk per warp and a ring of 8 rows per warp in
+// slots of SR rows (SR = 4: variants 10 and 13; SR = 1: variant 14). Groups, oldest first: the
+// scales of the chunk (all 16 rows), then row groups 0 .. 8/SR - 1; the wait and the x loads as in
+// variant 8; then row group g is consumed from its slot after cp.async.wait_group, and group
+// g + 8/SR (if any) is requested into that slot. A lane reads only the weight units it copied
+// itself (the scales, copied by all lanes, are never overwritten), so the refill needs no barrier.
+// EARLY (variant 13): launch_dependents before the wait, as variant 12.
+// __launch_bounds__(512, 2): at most 64 registers, so that two 16-warp CTAs (96 KB each) are
+// resident on one SM.
+template <Format F, typename T, int SR, bool EARLY, class Ep>
+__global__ void __launch_bounds__(kGemv8MaxWarps * 32, 2) w4_gemv10_kernel(LinearParams p, Ep ep) {
+  static_assert(SR == 4 || SR == 1, "slots of 4 rows or of 1 row");
+  using L = Gemv8Ring<kGemv10RingRows>;
+  constexpr int kSlots = kGemv10RingRows / SR, kGroups = kGemv7Rows / SR;
+  extern __shared__ __align__(16) uint8_t gemv8_smem[];
+  __shared__ float red[kGemv8MaxWarps][kGemv7Rows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row0 = blockIdx.x * kGemv7Rows;
+  uint8_t* mine = gemv8_smem + size_t(warp) * L::kChunkBytes;
+  issue_chunk_scales<F, L::kWeightBytes>(p, mine, row0, warp, lane);
+  cp_async_commit();
+#pragma unroll
+  for (int g = 0; g < kSlots; ++g) {
+    if constexpr (SR == 4) {
+      issue_chunk_rows(p, mine, row0, warp, lane, g, g);
+    } else {
+      issue_chunk_row(p, mine, row0, warp, lane, g, g);
+    }
+    cp_async_commit();
+  }
+  uint4 xraw[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) xraw[i] = make_uint4(0, 0, 0, 0);
+  if constexpr (EARLY) grid_launch_dependents();
+  if (p.m > 0) {  // never false: keeps the wait and the x loads in a block of their own (variant 8)
+    grid_dependency_wait();
+    if constexpr (!EARLY) grid_launch_dependents();
+    const T* src = static_cast<const T*>(p.x) + warp * kGemv7Chunk + 32 * lane;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(xraw[i].x), "=r"(xraw[i].y), "=r"(xraw[i].z), "=r"(xraw[i].w)
+                   : "l"(src + 8 * i));
+    }
+  }
+  float acc[kGemv7Rows];
+  uint32_t xh[16];
+  float xsum = 0.0f;
+  const int s = convert_x_f16<T, F>(xraw, xh, &xsum);
+  const float f = pow2(-s);  // 2^gemv7_shift is applied in the epilogue
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    // row groups requested so far: min(kGroups, kSlots + g); group g must have landed
+    const int issued = kSlots + g < kGroups ? kSlots + g : kGroups;
+    cp_async_wait_upto7(issued - g - 1);
+    if (g == 0) __syncwarp();  // the scale pieces other lanes copied
+    const int slot = g % kSlots;
+#pragma unroll
+    for (int i = 0; i < SR; ++i) {
+      const int r = SR * g + i;
+      acc[r] = unit_dot<F, T>(read_unit<F, T, L::kWeightBytes>(mine, r, lane, p.group, SR * slot + i), xh, xsum) * f;
+    }
+    if (g + kSlots < kGroups) {
+      if constexpr (SR == 4) {
+        issue_chunk_rows(p, mine, row0, warp, lane, g + kSlots, slot);
+      } else {
+        issue_chunk_row(p, mine, row0, warp, lane, g + kSlots, slot);
+      }
+      cp_async_commit();
+    }
+  }
+  gemv7_epilogue<F, T, kGemv8MaxWarps>(p, acc, red, lane, warp, int(blockDim.x >> 5), row0, ep);
+}
+
 template <Format F, typename T, class Ep>
-cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
+cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream, bool early = false) {
   static const cudaError_t attr1 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                         int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk)));
   if (attr1 != cudaSuccess) return attr1;
+  static const cudaError_t attr2 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1, Ep, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk)));
+  if (early && attr2 != cudaSuccess) return attr2;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
@@ -180,8 +289,37 @@ cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStre
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1, Ep>, p, ep)) return e;
+  if (cudaError_t e = early ? cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1, Ep, true>, p, ep)
+                            : cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1, Ep>, p, ep))
+    return e;
   return cudaGetLastError();
+}
+
+// Variant 10 (SR 4), 13 (SR 4, early launch of dependents) or 14 (SR 1); same grid and block as
+// variant 8, where gemv8_applies.
+template <Format F, typename T, int SR, bool EARLY, class Ep>
+cudaError_t launch_gemv10_as(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
+  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv10_kernel<F, T, SR, EARLY, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk, kGemv10RingRows)));
+  if (attr != cudaSuccess) return attr;
+  cudaLaunchAttribute la[1];
+  la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  la[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.n / kGemv7Rows);
+  cfg.blockDim = dim3(p.k / kGemv7Chunk * 32);
+  cfg.dynamicSmemBytes = gemv8_smem_bytes(p.k, kGemv10RingRows);
+  cfg.stream = stream;
+  cfg.attrs = la;
+  cfg.numAttrs = 1;
+  if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv10_kernel<F, T, SR, EARLY, Ep>, p, ep)) return e;
+  return cudaGetLastError();
+}
+template <Format F, typename T, class Ep>
+cudaError_t launch_gemv10(const LinearParams& p, const Ep& ep, int variant, bool pdl, cudaStream_t stream) {
+  if (variant == 13) return launch_gemv10_as<F, T, 4, true>(p, ep, pdl, stream);
+  if (variant == 14) return launch_gemv10_as<F, T, 1, false>(p, ep, pdl, stream);
+  return launch_gemv10_as<F, T, 4, false>(p, ep, pdl, stream);
 }
 
 }  // namespace kiln::quant::gpu

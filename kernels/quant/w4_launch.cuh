@@ -64,16 +64,27 @@ inline LinearPlan plan_linear(int m, int n, int k) {
 constexpr int kDefaultGemvVariant = 0;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..9
+// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..14
 // selects another, so that benchmarks can compare them in one run. Variant 7 (w4_gemv_half2.cuh)
 // runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384) and is variant 5 elsewhere;
 // so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async). Variant 9
 // (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where gemv9_plan has a plan (N a
 // multiple of 64, K of 256) and is variant 5 elsewhere.
+// Variants 10, 13, 14 (w4_gemv_async.cuh: 8 with a ring of 8 rows per warp; 13 with the early
+// launch of dependents, 14 with one-row slots) and 12 (8 with the early launch of dependents) run
+// where gemv8_applies and are variant 5 elsewhere. (Variant 11, a ring of 12 rows, measured slower
+// than 10 everywhere in session 9 and was removed.)
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
-  return v && (v[0] >= '1' && v[0] <= '9') ? v[0] - '0' : kDefaultGemvVariant;
+  if (!v || v[0] < '1' || v[0] > '9') return kDefaultGemvVariant;
+  const int n = std::atoi(v);
+  return n >= 1 && n <= 14 && n != 11 ? n : kDefaultGemvVariant;
 }
+
+// Not the default (session 9, bench/quant/NOTES.md): variant 10 at M = 1 measured 7.8 against
+// 9.4 µs for 8 on 2048x16384 alone (H200, PDL chain of the same GEMV), and 14 7.2 against 7.7 on
+// 16384x2048; but the Gemma MLP x18 chain at M = 1 measured slower with 10 on its 2048x16384 down
+// projection (406 against 396 µs, gate/up on 8) and with 14 or 10 on every layer (408 / 413).
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
 inline bool pdl_enabled() {
@@ -221,6 +232,14 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 8:
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 10:
+    case 13:
+    case 14:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv10<F, T>(p, ep, gemv_variant(), pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 12:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream, /*early=*/true);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 9: {
       const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream);
