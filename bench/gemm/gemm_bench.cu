@@ -11,7 +11,7 @@
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel;
 // -DBENCH_GEMV_ONLY=1 builds only the small-M paths (and simt) for mode gemv.
 // Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall|gemv|gemv-small] [results.md]
-//   wg: the Hopper kernel (gemm_wgmma.cuh) checked on the edge shapes and timed at M >= 816 in both
+//   wg: the Hopper kernel (gemm_wgmma.cuh) checked on the edge shapes and timed at M >= 816 (and M = 16 against the small-M kernel) in both
 //   B layouts, with its host cost; wgsmall: only its edge checks under 2M MACs.
 //   gemv: the small-M checks (edge shapes, both B layouts, split-K clusters, dual B, fallback),
 //   then M = 1, 8, 16 timings at the Linear shapes, each both isolated (L2 flushed) and as
@@ -620,7 +620,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
   for (auto& d : nk)
     for (int64_t m : {1, 16, 51, 816, 4096}) {
       shapes.push_back(Shape{m, d[0], d[1]});
-      if (g_wg_only && m >= 816) {  // the weights as a PyTorch MatMul exports them: [K, N]
+      if (g_wg_only && (m >= 816 || m == 16)) {  // the weights as a PyTorch MatMul exports them: [K, N]
         Shape t{m, d[0], d[1]};
         t.b_k = false;
         shapes.push_back(t);
@@ -638,7 +638,8 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
   }
   const float alpha = 1.0f, beta = 0.0f;
   for (const Shape& s : shapes) {
-    if ((g_tc_only || g_wg_only) && s.m < 816) continue;
+    if (g_tc_only && s.m < 816) continue;
+    if (g_wg_only && s.m < 816 && s.m != 16) continue;  // M = 16: the Hopper kernel against the small-M kernel
     Operands o;
     o.make(s, 1);
     const int64_t ws_bytes = kg::split_k_workspace_bytes(s.m, s.n);
@@ -663,7 +664,9 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
       read_us = timer.median_us([&] { read_kernel<<<sms * 4, 256>>>(reinterpret_cast<const uint4*>(o.b[0].dev), n16, sink); });
     }
     std::vector<Path> paths;
-    if (s.m <= 16) {
+    if (s.m <= 16 && g_wg_only) {
+      add_paths(paths, {kGemv4, kGemv16, kWgPP64x128});
+    } else if (s.m <= 16) {
       add_paths(paths, {kGemv4, kGemv8, kGemv16});
     } else if (s.m <= 51) {
       add_paths(paths, {kTc64x128, kTc128x128});

@@ -537,12 +537,15 @@ inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t
   return waves_work(bm, bn) <= waves_work(nbm, nbn);
 }
 
+namespace detail {
+
 // Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
 // tensor (16-byte aligned base and strides, a unit-stride axis, a batch offset linear in the flat
-// batch index); otherwise variant 1 with `Fallback` (a TileConfig), which itself falls back to
-// simt. Returns the launch's cudaError_t.
-template <typename T, typename Config, typename Fallback, typename Epilogue>
-cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+// batch index): returns true and the launch's cudaError_t in `result`. Returns false (nothing
+// launched) otherwise.
+template <typename T, typename Config, typename Epilogue>
+bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                    cudaError_t& result) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
@@ -599,14 +602,25 @@ cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspa
           e = b_k ? detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
                   : detail::launch_wgmma<T, Config, Epilogue, false, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
         }
-        if (e != cudaSuccess || splits == 1) return e;
+        if (e != cudaSuccess || splits == 1) return result = e, true;
         const int64_t blocks = (p.m * p.n + 255) / 256;
         detail::splitk_epilogue_kernel<Epilogue>
             <<<unsigned(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(args.partial, p.m, p.n, int(splits), epilogue);
-        return cudaGetLastError();
+        return result = cudaGetLastError(), true;
       }
     }
   }
+  return false;
+}
+
+}  // namespace detail
+
+// The Hopper kernel where it runs (detail::try_gemm_wgmma); otherwise variant 1 with `Fallback`
+// (a TileConfig), which itself falls back to simt. Returns the launch's cudaError_t.
+template <typename T, typename Config, typename Fallback, typename Epilogue>
+cudaError_t gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+  cudaError_t e;
+  if (detail::try_gemm_wgmma<T, Config>(p, epilogue, workspace, workspace_bytes, stream, e)) return e;
   return gemm_tensorcore<T, Fallback>(p, epilogue, workspace, workspace_bytes, stream);
 }
 

@@ -29,6 +29,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -83,6 +85,33 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
   } else {
     return gemv_tensorcore<T, Config>(p, epilogue, stream);
   }
+}
+
+namespace detail {
+// The Hopper kernel for 2 <= M <= 16 unless KILN_GEMV_WGMMA=0 (benchmarks compare the two in one
+// process).
+inline bool small_m_wgmma_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_GEMV_WGMMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+}  // namespace detail
+
+// Small M with the call's workspace: on sm_90 builds, M >= 2 runs the Hopper kernel with 64 x 128
+// ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read), split-K into
+// the workspace when its tiles leave SMs idle; M = 1, other devices and operands TMA cannot read
+// run gemv.cuh.
+template <typename T, typename Config, typename Epilogue>
+cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+  if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
+    cudaError_t e;
+    if (p.m >= 2 && detail::small_m_wgmma_enabled() &&
+        detail::try_gemm_wgmma<T, WgmmaConfig<64, 128, 5, 1>>(p, epilogue, workspace, workspace_bytes, stream, e))
+      return e;
+  }
+  return gemv<T, Config>(p, epilogue, stream);
 }
 
 // A 1-D/2-D convolution over an NCHW image as an implicit GEMM on tensor cores (conv_wgmma.cuh

@@ -508,7 +508,7 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   std::vector<std::pair<int64_t, std::string>> paths;
   if (c.gemv_max_m > 0) {
     paths.emplace_back(c.gemv_max_m, "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
-                                         s(c.gemv_warps) + ">>(problem, epilogue, " + cuda_stream + ")");
+                                         s(c.gemv_warps) + ">>(problem, epilogue, " + split_arg + ", " + cuda_stream + ")");
   }
   // The Hopper kernel falls back to the mma.sync tile itself (other devices, builds without
   // sm_90a, operands TMA cannot read).
