@@ -2,7 +2,7 @@
 # One GPU call for the contraction templates' Hopper path, every result checked before it is
 # timed, optionally measuring a switch read from the environment (KNOB: an environment variable the
 # kernels read, e.g. session 9's KILN_GEMM_STREAMK) on and off:
-#   1. the contraction harness's Hopper checks and M >= 816 timings (bench/gemm/run.sh, GEMM_MODE=wg,
+#   1. (unless HARNESS=0) the contraction harness's Hopper checks and M >= 816 timings (bench/gemm/run.sh, GEMM_MODE=wg,
 #      both dtypes), and with KNOB the float16 ones again with KNOB=0;
 #   2. bench.py's sections (SECTIONS, default linear,mlp,vit: models exported from PyTorch, kiln
 #      vs cuBLAS / torch eager / torch.compile), compiled once, timed, and with KNOB timed again
@@ -24,14 +24,16 @@ log="$OUT/ab_log_${tag}.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1 | tee "$log"
 
 start=$(date +%s)
-GEMM_ARCH=90a GEMM_MODE=wg GEMM_TC_ALL=0 GEMM_STAGE=build GEMM_BUILD=/tmp/ab-gemm GEMM_COMMIT="${KILN_COMMIT:-unknown}" \
+harness=
+[ "${HARNESS:-1}" = 0 ] || GEMM_ARCH=90a GEMM_MODE=wg GEMM_TC_ALL=0 GEMM_STAGE=build GEMM_BUILD=/tmp/ab-gemm GEMM_COMMIT="${KILN_COMMIT:-unknown}" \
   bash bench/gemm/run.sh /dev/null >> "$log" 2>&1 &
-harness=$!
+[ "${HARNESS:-1}" = 0 ] || harness=$!
 python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out /tmp/ab-compile --only "$sections" --compile-only \
   >> "$log" 2>&1 || echo "compile of $sections failed: exit $?" | tee -a "$log"
-wait "$harness" || echo "harness build failed" | tee -a "$log"
+[ -z "$harness" ] || wait "$harness" || echo "harness build failed" | tee -a "$log"
 echo "built in $(( $(date +%s) - start )) s" | tee -a "$log"
 
+if [ "${HARNESS:-1}" != 0 ]; then
 gemm_on="$OUT/gemm_wg_${device}_${date}_${tag}.md"
 GEMM_ARCH=90a GEMM_MODE=wg GEMM_STAGE=run GEMM_BUILD=/tmp/ab-gemm GEMM_COMMIT="${KILN_COMMIT:-unknown}" bash bench/gemm/run.sh "$gemm_on" \
   > /dev/null 2>> "$log" || echo "harness (knob default): failures, see $gemm_on" | tee -a "$log"
@@ -43,6 +45,7 @@ if [ -n "$knob" ]; then
 fi
 grep -c "| ok |" "$gemm_on" $gemm_off | tee -a "$log"
 grep -h "FAIL" "$gemm_on" $gemm_off | head -n 20 | tee -a "$log"
+fi
 
 for mode in default ${knob:+off}; do
   out="/tmp/ab-$mode"

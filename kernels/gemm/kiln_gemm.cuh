@@ -88,8 +88,8 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
 }
 
 namespace detail {
-// The Hopper kernel for 2 <= M <= 16 unless KILN_GEMV_WGMMA=0 (benchmarks compare the two in one
-// process).
+// Small-M calls may take the Hopper kernel (small_m_takes_wgmma) unless KILN_GEMV_WGMMA=0
+// (benchmarks compare the two in one process).
 inline bool small_m_wgmma_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_GEMV_WGMMA");
@@ -99,15 +99,25 @@ inline bool small_m_wgmma_enabled() {
 }
 }  // namespace detail
 
-// Small M with the call's workspace: on sm_90 builds, M >= 2 runs the Hopper kernel with 64 x 128
-// ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read), split-K into
-// the workspace when its tiles leave SMs idle; M = 1, other devices and operands TMA cannot read
-// run gemv.cuh.
+// Whether a small-M call runs the Hopper kernel rather than gemv.cuh: M from 9 (gemv.cuh runs up to
+// 8 rows with one row tile per warp, its cheaper instantiation), for dual products and for N up
+// to 4096 (few tiles: K split into the workspace). Measured at M = 16 on an H200, graph replay
+// (bench/gemm/NOTES.md, run s9c): Gemma's dual gate/up 16384 x 2048 39.5 us against 50.0, single
+// 2048 x 16384 24.6 against 29.1, 4096 x 4096 14.4 against 16.7; but single 16384 x 2048 24.2
+// against gemv.cuh's 21.7 (4 warps per block, 5 blocks per SM), which keeps it.
+inline bool small_m_takes_wgmma(const Problem& p) {
+  return p.m >= 9 && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
+}
+
+// Small M with the call's workspace: on sm_90 builds where small_m_takes_wgmma, the Hopper kernel
+// with 64 x 128 ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read),
+// split-K into the workspace when its tiles leave SMs idle; otherwise (and on other devices, or
+// for operands TMA cannot read) gemv.cuh.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
     cudaError_t e;
-    if (p.m >= 2 && detail::small_m_wgmma_enabled() &&
+    if (small_m_takes_wgmma(p) &&
         detail::try_gemm_wgmma<T, WgmmaConfig<64, 128, 5, 1>>(p, epilogue, workspace, workspace_bytes, stream, e))
       return e;
   }

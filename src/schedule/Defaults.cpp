@@ -245,7 +245,13 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
            " consumer warpgroups)";
   };
   std::string rule;
-  if (g.gemv_max_m) rule += "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) + " warps per block); ";
+  if (g.gemv_max_m) {
+    rule += "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) + " warps per block)" +
+            (g.wgmma && !g.tf32 ? std::string(", on sm_90 from M = 9 for dual products or N <= 4096 the Hopper GEMM with 64x128 "
+                                              "ping-pong tiles (kiln::gemm::small_m_takes_wgmma)")
+                                : std::string()) +
+            "; ";
+  }
   if (g.mid_max_m) rule += "M <= " + s(g.mid_max_m) + ": tensor-core GEMM (mma.sync), " + tile(g.mid_tile) + ", split-K; ";
   if (g.wgmma) {
     rule += (rule.empty() ? "" : "above: ") + std::string("on sm_90 Hopper GEMM (wgmma + TMA), ") + wtile(g.wgmma_tile) +
