@@ -271,36 +271,12 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32, 2) w4_gemv10_kernel(Linea
   gemv7_epilogue<F, T, kGemv8MaxWarps>(p, acc, red, lane, warp, int(blockDim.x >> 5), row0, ep);
 }
 
-template <Format F, typename T, class Ep>
-cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream, bool early = false) {
-  static const cudaError_t attr1 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk)));
-  if (attr1 != cudaSuccess) return attr1;
-  static const cudaError_t attr2 = cudaFuncSetAttribute(w4_gemv8_kernel<F, T, 1, Ep, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk)));
-  if (early && attr2 != cudaSuccess) return attr2;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.n / kGemv7Rows);
-  cfg.blockDim = dim3(p.k / kGemv7Chunk * 32);
-  cfg.dynamicSmemBytes = gemv8_smem_bytes(p.k);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaError_t e = early ? cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1, Ep, true>, p, ep)
-                            : cudaLaunchKernelEx(&cfg, w4_gemv8_kernel<F, T, 1, Ep>, p, ep))
-    return e;
-  return cudaGetLastError();
-}
-
-// Variant 10 (SR 4), 13 (SR 4, early launch of dependents) or 14 (SR 1); same grid and block as
-// variant 8, where gemv8_applies.
-template <Format F, typename T, int SR, bool EARLY, class Ep>
-cudaError_t launch_gemv10_as(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
-  static const cudaError_t attr = cudaFuncSetAttribute(w4_gemv10_kernel<F, T, SR, EARLY, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk, kGemv10RingRows)));
+// Launches `kKernel` on variant 8's grid and block (a CTA per kGemv7Rows rows, a warp per
+// kGemv7Chunk of K) with `smem` bytes of dynamic shared memory, as a programmatic dependent launch
+// when `pdl`. `max_smem`, the most any call of the kernel asks, is set once per kernel.
+template <auto kKernel, class Ep>
+cudaError_t launch_on_gemv8_grid(size_t smem, size_t max_smem, const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
+  static const cudaError_t attr = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem));
   if (attr != cudaSuccess) return attr;
   cudaLaunchAttribute la[1];
   la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -308,12 +284,27 @@ cudaError_t launch_gemv10_as(const LinearParams& p, const Ep& ep, bool pdl, cuda
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n / kGemv7Rows);
   cfg.blockDim = dim3(p.k / kGemv7Chunk * 32);
-  cfg.dynamicSmemBytes = gemv8_smem_bytes(p.k, kGemv10RingRows);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = la;
   cfg.numAttrs = 1;
-  if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_gemv10_kernel<F, T, SR, EARLY, Ep>, p, ep)) return e;
+  if (cudaError_t e = cudaLaunchKernelEx(&cfg, kKernel, p, ep)) return e;
   return cudaGetLastError();
+}
+
+template <Format F, typename T, class Ep>
+cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream, bool early = false) {
+  const size_t smem = gemv8_smem_bytes(p.k), max_smem = gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk);
+  return early ? launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep, true>>(smem, max_smem, p, ep, pdl, stream)
+               : launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep>>(smem, max_smem, p, ep, pdl, stream);
+}
+
+// Variant 10 (SR 4), 13 (SR 4, early launch of dependents) or 14 (SR 1); same grid and block as
+// variant 8, where gemv8_applies.
+template <Format F, typename T, int SR, bool EARLY, class Ep>
+cudaError_t launch_gemv10_as(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream) {
+  return launch_on_gemv8_grid<w4_gemv10_kernel<F, T, SR, EARLY, Ep>>(
+      gemv8_smem_bytes(p.k, kGemv10RingRows), gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk, kGemv10RingRows), p, ep, pdl, stream);
 }
 template <Format F, typename T, class Ep>
 cudaError_t launch_gemv10(const LinearParams& p, const Ep& ep, int variant, bool pdl, cudaStream_t stream) {

@@ -522,8 +522,8 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   if (c.wgmma && !c.tf32) {
     paths.emplace_back(0, dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
                                : "(kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
-                                     s(c.wgmma_wide_min_k) + ", " + s(c.wgmma_narrow_tile.bm) + ", " + s(c.wgmma_narrow_tile.bn) + ") ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " +
-                                     gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")");
+                                     s(c.wgmma_wide_min_k) + ", " + s(c.wgmma_narrow_tile.bm) + ", " + s(c.wgmma_narrow_tile.bn) +
+                                     ") ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")");
   } else {
     paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
   }
