@@ -33,7 +33,13 @@
 // workspace and the reduction kernel that runs the epilogue.
 //
 // Dual products (Epilogue::kNumB == 2) load both B tiles per stage and share A; accumulators
-// double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual).
+// double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
+// holds BN/2 columns of each B (the gate*up of a 128 x 64 output tile from one 128 x 128 wgmma).
+//
+// Overlapped epilogue (cooperative tiles whose accumulators fit twice in a consumer's registers,
+// e.g. 128 x 128 single or dual halves): a finished tile's sums are copied aside and its epilogue
+// runs one column chunk after each of the next tile's first k-steps is issued, so the tensor cores
+// are not idle during it (without it, a 128 x 128 tile's epilogue costs about 6 of its k-steps).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -45,17 +51,24 @@
 
 namespace kiln::gemm {
 
-// Hopper tile configuration (schedule data, like TileConfig): BM x BN output tiles, k-steps of
-// 64, STAGES shared-memory stages. PINGPONG = 0 (cooperative): both consumer warpgroups share a
-// tile, BM/2 rows each (BM 128 or 256). PINGPONG = 1: each consumer warpgroup takes every other
+// Hopper tile configuration (schedule data, like TileConfig): BM x BN accumulator tiles, k-steps
+// of 64, STAGES shared-memory stages. PINGPONG = 0 (cooperative): both consumer warpgroups share
+// a tile, BM/2 rows each (BM 128 or 256). PINGPONG = 1: each consumer warpgroup takes every other
 // tile of the CTA whole (BM 64 or 128), so one's epilogue overlaps the other's mainloop.
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0>
+// DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
+// from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
+// products; else each B has its own BM x BN accumulators.
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
+  static constexpr bool kDualHalves = DUAL_HALVES_ != 0;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
+  // Cooperative tiles whose accumulators fit twice in a consumer's registers run a tile's
+  // epilogue under the next tile's first k-steps (see the kernel); a variant may turn it off.
+  static constexpr bool kOverlapEpilogue = true;
 };
 
 }  // namespace kiln::gemm
@@ -74,8 +87,12 @@ struct WgmmaArgs {
 
 template <typename Config, int kNumB>
 struct WgmmaLayout {
+  // B operands with their own accumulators (dual halves: one tile of B0 and B1 side by side), and
+  // the output tile's width.
+  static constexpr int kAccB = Config::kDualHalves ? 1 : kNumB;
+  static constexpr int kOutCols = Config::kDualHalves ? Config::BN / 2 : Config::BN;
   static constexpr uint32_t kABytes = Config::BM * Config::BK * 2, kBBytes = Config::BN * Config::BK * 2;
-  static constexpr uint32_t kStageBytes = kABytes + kNumB * kBBytes;
+  static constexpr uint32_t kStageBytes = kABytes + kAccB * kBBytes;
   // Stages, then a full and an empty barrier per stage; 1024 bytes of slack to align the base.
   static constexpr size_t kRingBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
   // Then one epilogue buffer per consumer warpgroup: its tile rows x kEpiCols fp32 accumulators
@@ -85,7 +102,7 @@ struct WgmmaLayout {
   static constexpr size_t epilogue_bytes(int cols) { return size_t(kNumB) * kRows * (cols + 8) * 4; }
   static constexpr int widest_epilogue_cols() {
     for (int cols = 64; cols >= 8; cols /= 2)
-      if (cols <= Config::BN && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024) return cols;
+      if (cols <= kOutCols && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024) return cols;
     return 0;
   }
   static constexpr int kEpiCols = widest_epilogue_cols(), kEpiStride = kEpiCols + 8;
@@ -110,8 +127,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int NB = Epilogue::kNumB;
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
-  constexpr bool kPingPong = Config::kPingPong;
+  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves;
   using L = WgmmaLayout<Config, NB>;
+  constexpr int NA = L::kAccB, WB = L::kOutCols, EB = WB / 2;  // accumulator sets, output columns and their accumulators
+  // (Not for a per-row reader with prefetch(): its addresses of a chunk next to two accumulator
+  // sets spill, 140 bytes at 128 x 128; such residual GEMMs have few tiles per CTA anyway.)
+  constexpr bool kOverlap =
+      Config::kOverlapEpilogue && !kPingPong && 2 * NA * MI * (BN / 2) <= 128 && !EpilogueHasPrefetch<Epilogue>::value;
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
   const uint32_t base = (smem_addr(wgmma_smem) + 1023u) & ~1023u;
   const uint32_t bars = base + S * L::kStageBytes;
@@ -173,13 +195,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
 #pragma unroll
           for (int j = 0; j < NB; ++j) {
+            // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
             const void* map = j == 0 ? &tma_b0 : &tma_b1;
-            const uint32_t dst = st + L::kABytes + uint32_t(j) * L::kBBytes;
+            const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
             if constexpr (kBk) {
-              tma_load_3d(dst, map, full(stage), kc, tn * BN, bb);
+              tma_load_3d(dst, map, full(stage), kc, tn * WB, bb);
             } else {
 #pragma unroll
-              for (int c = 0; c < BN / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * BN + 64 * c, kc, bb);
+              for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
             }
           }
           if (++stage == S) stage = 0, phase ^= 1u;
@@ -193,7 +216,139 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;
     uint32_t phase = 0;
-    float acc[NB][MI][BN / 2];
+    float acc[NA][MI][BN / 2];
+    // kOverlap: a finished tile's sums wait in `held` for their epilogue, which runs one column
+    // chunk per k-step of the CTA's next tile, after that k-step's wgmmas are issued, so that the
+    // tensor cores work while the epilogue does; `pending` chunks of it are left.
+    float held[NA][MI][BN / 2];
+    int pending = 0, held_b = 0;
+    int64_t held_m0 = 0, held_n0 = 0;
+
+    // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of a
+    // thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2. at(v, j, mi, e): B
+    // j's element e of m64 block mi (kDualHalves: B0's columns are the first BN/2 of the tile).
+    auto at = [](float(&v)[NA][MI][BN / 2], int j, int mi, int e) -> float& {
+      if constexpr (kDualHalves) {
+        return v[0][mi][j * EB + e];
+      } else {
+        return v[j][mi][e];
+      }
+    };
+    constexpr int R = L::kRows;
+    constexpr bool kPrefetch = EpilogueHasPrefetch<Epilogue>::value;
+    // The epilogue runs kEpiCols (CN) columns at a time: a functor that loads at the row's own
+    // index (EpilogueReadsRows, a residual), on a whole tile, straight from the accumulators
+    // (every element of the chunk unrolled and unchecked, one basic block, so that all of its
+    // loads are in flight at once); any other through this warpgroup's buffer, walked row-major
+    // (consecutive threads, consecutive columns: coalesced stores and loads), a per-row reader
+    // with prefetch() having the chunk's loads prefetched before its calls. A long functor runs
+    // in a rolled loop over the chunks (straight-line code for every accumulator overflows the
+    // instruction cache), as does the overlapped epilogue; after each chunk the accumulators shift
+    // down by one chunk, since registers cannot be indexed at run time.
+    constexpr int CN = L::kEpiCols, CS = L::kEpiStride, CH = CN / 2;  // CH: per m64 block and B
+    constexpr int kChunks = WB / CN;
+    constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : kChunks;
+    constexpr int kChunkElements = R * CN / 128;  // per thread and chunk
+    constexpr int kEdgeBlock = EpilogueIsLong<Epilogue>::value || kChunkElements < 4 ? 1 : 4;
+    float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
+                                                size_t(cw) * L::kEpiBytes);
+    // Columns [chunk CN, chunk CN + CN) of the tile whose first element of this warpgroup is
+    // (b, m0, n0), from the first CH accumulators of `v` per m64 block and B; then the shift.
+    auto epilogue_chunk = [&](float(&v)[NA][MI][BN / 2], int b, int64_t m0, int64_t n0, int chunk) {
+      const int64_t nc = n0 + int64_t(chunk) * CN;
+      if (EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + WB <= args.n) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t m = m0 + 64 * mi + 16 * warp + lane / 4 + 8 * h;
+#pragma unroll
+            for (int q = 0; q < CN / 8; ++q)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int64_t n = nc + 8 * q + 2 * (lane % 4) + c;
+                if constexpr (NB == 2) {
+                  epilogue(b, m, n, at(v, 0, mi, 4 * q + 2 * h + c), at(v, 1, mi, 4 * q + 2 * h + c));
+                } else {
+                  epilogue(b, m, n, at(v, 0, mi, 4 * q + 2 * h + c));
+                }
+              }
+          }
+      } else {
+        named_barrier_sync(3 + cw, 128);  // every thread of the warpgroup has read the buffer's last use
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int q = 0; q < CN / 8; ++q) {
+                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
+                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, 4 * q + 2 * h), at(v, j, mi, 4 * q + 2 * h + 1));
+              }
+        named_barrier_sync(3 + cw, 128);
+        auto element = [&](int t) {
+          const int idx = tid + 128 * t, r = idx / CN, c = idx % CN;
+          if constexpr (NB == 2) {
+            epilogue(b, m0 + r, nc + c, buf[r * CS + c], buf[(R + r) * CS + c]);
+          } else {
+            epilogue(b, m0 + r, nc + c, buf[r * CS + c]);
+          }
+        };
+        if (m0 + R <= args.m && nc + CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
+          if constexpr (kPrefetch) {  // every per-row load of the chunk in flight before the first call
+#pragma unroll
+            for (int t = 0; t < kChunkElements; ++t) {
+              const int idx = tid + 128 * t;
+              epilogue.prefetch(b, m0 + idx / CN, nc + idx % CN);
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < kChunkElements; ++t) element(t);
+        } else {
+          // A chunk cut by M or N. A thread's column (idx % CN) is the same for every t and its row
+          // steps by 128 / CN, so its elements inside the output are a prefix t < t_end: blocks of
+          // kEdgeBlock elements that lie wholly inside run unrolled and unchecked (their loads in
+          // flight together), the rest one at a time; the per-row loads prefetched first. (A call's
+          // loads cannot be issued ahead of a bounds test before it: one call per test costs a
+          // memory latency each, 20 us on the last tile row of a 1576-row residual GEMM.)
+          constexpr int kRowStep = 128 / CN;
+          const int64_t rows_left = args.m - m0 - tid / CN;
+          int t_end = rows_left <= 0 ? 0 : rows_left >= int64_t(kRowStep) * kChunkElements ? kChunkElements : int((rows_left + kRowStep - 1) / kRowStep);
+          if (nc + tid % CN >= args.n) t_end = 0;
+          if constexpr (kPrefetch) {
+#pragma unroll
+            for (int t = 0; t < kChunkElements; ++t) {
+              const int idx = tid + 128 * t;
+              if (t < t_end) epilogue.prefetch(b, m0 + idx / CN, nc + idx % CN);
+            }
+          }
+          if constexpr (kEdgeBlock == 1) {  // a long functor: its code once
+#pragma unroll 1
+            for (int t = 0; t < t_end; ++t) element(t);
+          } else {
+#pragma unroll
+            for (int t0 = 0; t0 < kChunkElements; t0 += kEdgeBlock) {
+              if (t0 + kEdgeBlock <= t_end) {
+#pragma unroll
+                for (int t = t0; t < t0 + kEdgeBlock; ++t) element(t);
+              } else {
+#pragma unroll 1
+                for (int t = t0; t < t_end; ++t) element(t);
+              }
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int e = 0; e + CH < EB; ++e) at(v, j, mi, e) = at(v, j, mi, e + CH);
+    };
+
     int64_t local = 0;  // the CTA's units in order; ping-pong: warpgroup cw takes those with local % 2 == cw
     for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x, ++local) {
       int b, tm, tn, split, ks0, ks1;
@@ -223,7 +378,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             const uint32_t a_addr = st + 8192u * uint32_t(row0 + mi) + (kAk ? 32u : 2048u) * kk;
             const uint64_t da = kAk ? smem_desc(a_addr, 16, 1024) : smem_desc(a_addr, 8192, 1024);
 #pragma unroll
-            for (int j = 0; j < NB; ++j) {
+            for (int j = 0; j < NA; ++j) {
               const uint32_t b_addr = st + L::kABytes + uint32_t(j) * L::kBBytes + (kBk ? 32u : 2048u) * kk;
               const uint64_t db = kBk ? smem_desc(b_addr, 16, 1024) : smem_desc(b_addr, 8192, 1024);
               wgmma<BN, kAk ? 0 : 1, kBk ? 0 : 1, T>(acc[j][mi], da, db, (ks > ks0 || kk > 0) ? 1 : 0);
@@ -231,6 +386,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         }
         wgmma_commit();
+        if constexpr (kOverlap) {
+          // One chunk of the held tile with this stage's and the previous one's wgmmas in flight;
+          // on this tile's last k-step, every chunk left (a K shorter than the chunks).
+          if (pending > 0) {
+            const int last = ks + 1 == ks1 ? 0 : pending - 1;
+#pragma unroll 1
+            for (; pending > last; --pending) epilogue_chunk(held, held_b, held_m0, held_n0, kChunks - pending);
+          }
+        }
         wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
         if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
         prev = stage;
@@ -239,7 +403,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (kPingPong) named_barrier_arrive(2 - cw, 256);  // the other warpgroup's turn
       wgmma_wait<0>();
 #pragma unroll
-      for (int j = 0; j < NB; ++j)
+      for (int j = 0; j < NA; ++j)
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -247,8 +411,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
       if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
 
-      // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of
-      // a thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2.
       if (args.splits > 1) {
         const int64_t slice = args.m * args.n;
 #pragma unroll
@@ -258,133 +420,35 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
             if (m >= args.m) continue;
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
+            for (int i = 0; i < WB / 8; ++i)
 #pragma unroll
               for (int c = 0; c < 2; ++c) {
-                const int64_t n = int64_t(tn) * BN + 8 * i + 2 * (lane % 4) + c;
+                const int64_t n = int64_t(tn) * WB + 8 * i + 2 * (lane % 4) + c;
                 if (n >= args.n) continue;
 #pragma unroll
                 for (int j = 0; j < NB; ++j)
-                  __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, acc[j][mi][4 * i + 2 * h + c]);
+                  __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, at(acc, j, mi, 4 * i + 2 * h + c));
               }
           }
         continue;
       }
-      const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * BN;
-      constexpr int R = L::kRows;
-      constexpr bool kPrefetch = EpilogueHasPrefetch<Epilogue>::value;
-      if (EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + BN <= args.n) {
-        // A functor that loads at the row's own index (a residual), on a whole tile: straight
-        // from the accumulators, every element unrolled and unchecked (one basic block), so that
-        // all of its loads are in flight at once. Edge tiles take the buffer below.
+      const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
+      if constexpr (kOverlap) {
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
+        for (int j = 0; j < NA; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int64_t m = m0 + 64 * mi + 16 * warp + lane / 4 + 8 * h;
+          for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int64_t n = n0 + 8 * i + 2 * (lane % 4) + c;
-                if constexpr (NB == 2) {
-                  epilogue(b, m, n, acc[0][mi][4 * i + 2 * h + c], acc[1][mi][4 * i + 2 * h + c]);
-                } else {
-                  epilogue(b, m, n, acc[0][mi][4 * i + 2 * h + c]);
-                }
-              }
-          }
-        continue;
-      }
-      // Any other functor: kEpiCols columns at a time through this warpgroup's buffer, walked
-      // row-major (consecutive threads, consecutive columns: coalesced stores and loads); a per-row
-      // reader with prefetch() has each chunk's loads prefetched before its calls. A long functor
-      // runs in a rolled loop over the column chunks, so that its code exists once per element
-      // of a chunk rather than once per accumulator (straight-line code for every accumulator
-      // overflows the instruction cache); after each chunk the accumulators shift down by one
-      // chunk, since registers cannot be indexed at run time.
-      constexpr int CN = L::kEpiCols, CS = L::kEpiStride, CH = CN / 2;  // CH: per m64 block and B
-      constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : BN / CN;
-      constexpr int kChunkElements = R * CN / 128;  // per thread and chunk
-      constexpr int kEdgeBlock = EpilogueIsLong<Epilogue>::value || kChunkElements < 4 ? 1 : 4;
-      float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
-                                                  size_t(cw) * L::kEpiBytes);
-      const bool rows_in = m0 + R <= args.m;
+            for (int e = 0; e < BN / 2; ++e) held[j][mi][e] = acc[j][mi][e];
+        pending = kChunks, held_b = b, held_m0 = m0, held_n0 = n0;
+      } else {
 #pragma unroll kChunkUnroll
-      for (int chunk = 0; chunk < BN / CN; ++chunk) {
-        named_barrier_sync(3 + cw, 128);  // every thread of the warpgroup has read the buffer's last use
-#pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int q = 0; q < CN / 8; ++q) {
-                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
-                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(acc[j][mi][4 * q + 2 * h], acc[j][mi][4 * q + 2 * h + 1]);
-              }
-        named_barrier_sync(3 + cw, 128);
-        auto element = [&](int t) {
-          const int idx = tid + 128 * t, r = idx / CN, c = idx % CN;
-          const int64_t m = m0 + r, n = n0 + chunk * CN + c;
-          if constexpr (NB == 2) {
-            epilogue(b, m, n, buf[r * CS + c], buf[(R + r) * CS + c]);
-          } else {
-            epilogue(b, m, n, buf[r * CS + c]);
-          }
-        };
-        if (rows_in && n0 + (chunk + 1) * CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
-          if constexpr (kPrefetch) {  // every per-row load of the chunk in flight before the first call
-#pragma unroll
-            for (int t = 0; t < kChunkElements; ++t) {
-              const int idx = tid + 128 * t;
-              epilogue.prefetch(b, m0 + idx / CN, n0 + chunk * CN + idx % CN);
-            }
-          }
-#pragma unroll
-          for (int t = 0; t < kChunkElements; ++t) element(t);
-        } else {
-          // A chunk cut by M or N. A thread's column (idx % CN) is the same for every t and its row
-          // steps by 128 / CN, so its elements inside the output are a prefix t < t_end: blocks of
-          // kEdgeBlock elements that lie wholly inside run unrolled and unchecked (their loads in
-          // flight together), the rest one at a time; the per-row loads prefetched first. (A call's
-          // loads cannot be issued ahead of a bounds test before it: one call per test costs a
-          // memory latency each, 20 us on the last tile row of a 1576-row residual GEMM.)
-          constexpr int kRowStep = 128 / CN;
-          const int64_t rows_left = args.m - m0 - tid / CN;
-          int t_end = rows_left <= 0 ? 0 : rows_left >= int64_t(kRowStep) * kChunkElements ? kChunkElements : int((rows_left + kRowStep - 1) / kRowStep);
-          if (n0 + chunk * CN + tid % CN >= args.n) t_end = 0;
-          if constexpr (kPrefetch) {
-#pragma unroll
-            for (int t = 0; t < kChunkElements; ++t) {
-              const int idx = tid + 128 * t;
-              if (t < t_end) epilogue.prefetch(b, m0 + idx / CN, n0 + chunk * CN + idx % CN);
-            }
-          }
-          if constexpr (kEdgeBlock == 1) {  // a long functor: its code once
-#pragma unroll 1
-            for (int t = 0; t < t_end; ++t) element(t);
-          } else {
-#pragma unroll
-            for (int t0 = 0; t0 < kChunkElements; t0 += kEdgeBlock) {
-              if (t0 + kEdgeBlock <= t_end) {
-#pragma unroll
-                for (int t = t0; t < t0 + kEdgeBlock; ++t) element(t);
-              } else {
-#pragma unroll 1
-                for (int t = t0; t < t_end; ++t) element(t);
-              }
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int e = 0; e + CH < BN / 2; ++e) acc[j][mi][e] = acc[j][mi][e + CH];
+        for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
       }
+    }
+    if constexpr (kOverlap) {  // the CTA's last tile
+#pragma unroll 1
+      for (; pending > 0; --pending) epilogue_chunk(held, held_b, held_m0, held_n0, kChunks - pending);
     }
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
   }
@@ -549,10 +613,12 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
+  constexpr int64_t WB = detail::WgmmaLayout<Config, NB>::kOutCols;  // output columns per tile
   static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
                     (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
                 "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
-  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * NB <= 128,
+  static_assert(!Config::kDualHalves || (NB == 2 && Config::BN % 128 == 0), "WgmmaConfig: DUAL_HALVES for dual products, BN 128 or 256");
+  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 128,
                 "WgmmaConfig: at most 128 accumulators per consumer thread");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
   if constexpr (kWgmmaBuilt) {
@@ -566,12 +632,12 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
       bool a_batched = false, b_batched[2] = {false, false};
       bool ok = detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
       for (int j = 0; j < NB && ok; ++j) {
-        ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, Config::BN, bf16, batch, b_batched[j], mb[j]);
+        ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, WB, bf16, batch, b_batched[j], mb[j]);
         if (j == 1 && (b_batched[1] != b_batched[0] || (p.b[1].stride_k == 1) != (p.b[0].stride_k == 1))) ok = false;
       }
-      const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, tiles_n = (p.n + Config::BN - 1) / Config::BN;
+      const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, tiles_n = (p.n + WB - 1) / WB;
       const int64_t k_steps = (p.k + Config::BK - 1) / Config::BK;
-      if (ok && tiles_m * Config::BM < (int64_t(1) << 31) && tiles_n * Config::BN < (int64_t(1) << 31) && p.k < (int64_t(1) << 31)) {
+      if (ok && tiles_m * Config::BM < (int64_t(1) << 31) && tiles_n * WB < (int64_t(1) << 31) && p.k < (int64_t(1) << 31)) {
         detail::WgmmaArgs args;
         args.m = p.m, args.n = p.n;
         args.tiles_m = int(tiles_m), args.tiles_n = int(tiles_n), args.k_steps = int(k_steps);

@@ -514,7 +514,7 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   // sm_90a, operands TMA cannot read).
   auto gemm_wgmma = [&](const GemmWgmmaTile& w, const GemmTile& tile) {
     return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) + ", " + s(w.stages) + ", " +
-           (w.pingpong ? "1" : "0") + ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
+           (w.pingpong ? "1" : "0") + (w.dual_halves ? ", 1" : "") + ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
            s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " + split_arg + ", " +
            cuda_stream + ")";
   };

@@ -243,7 +243,7 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   g.wgmma = !g.tf32;
   auto wtile = [&](const GemmWgmmaTile& w) {
     return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + s(w.stages) + " TMA stages, " + (w.pingpong ? "ping-pong" : "cooperative") +
-           " consumer warpgroups)";
+           " consumer warpgroups" + (w.dual_halves ? ", half the columns from each B" : "") + ")";
   };
   std::string rule;
   if (g.gemv_max_m) {

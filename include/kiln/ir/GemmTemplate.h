@@ -15,12 +15,14 @@ struct GemmTile {
   int64_t stages = 3;
 };
 
-// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong>, TileConfig<...>> (wgmma +
-// TMA; runs on sm_90 devices from sm_90a builds, else the TileConfig's mma.sync kernel).
+// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong, dual_halves>, TileConfig<...>>
+// (wgmma + TMA; runs on sm_90 devices from sm_90a builds, else the TileConfig's mma.sync kernel).
+// dual_halves (dual products): one bm x bn accumulator tile holds bn/2 columns of each B.
 struct GemmWgmmaTile {
   int64_t bm = 128, bn = 256;
   int64_t stages = 4;
   bool pingpong = false;
+  bool dual_halves = false;
 };
 
 struct GemmTemplate {
@@ -42,14 +44,16 @@ struct GemmTemplate {
   // otherwise (a short K, or wide tiles that leave more of their last wave idle). Both
   // cooperative: measured on H200 (bench/gemm/NOTES.md, session 6), 128x128 cooperative beats
   // 128x128 ping-pong on every ViT and Linear M = 816 shape, since a ping-pong warpgroup runs the
-  // whole tile's epilogue alone. Dual products keep 64x128 ping-pong: their long epilogue (the
-  // activation) hides under the other warpgroup's mainloop (Gemma M = 816 gate*up in the model,
-  // H200, two runs of session 6: 230.9 us 128x128 cooperative, 210.4 us 64x128 ping-pong).
+  // whole tile's epilogue alone (and the narrow tile's epilogue overlaps the next tile's mainloop,
+  // session 10). Dual products: 128x128 cooperative tiles of 64 columns of each B (one accumulator
+  // set, the epilogue overlapped as in the narrow tile); before session 10, 64x128 ping-pong (Gemma
+  // M = 816 gate*up in the model, H200, session 6: 210.4 us, against 230.9 for a 128x128
+  // cooperative tile with an accumulator set per B).
   bool wgmma = true;
   GemmWgmmaTile wgmma_tile{128, 256, 4, false};
   GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, false};
   int64_t wgmma_wide_min_k = 4096;
-  GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
+  GemmWgmmaTile wgmma_dual_tile{128, 128, 6, false, true};
   // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
   // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};
