@@ -36,10 +36,12 @@
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
 // holds BN/2 columns of each B (the gate*up of a 128 x 64 output tile from one 128 x 128 wgmma).
 //
-// Overlapped epilogue (cooperative tiles whose accumulators fit twice in a consumer's registers,
-// e.g. 128 x 128 single or dual halves): a finished tile's sums are copied aside and its epilogue
-// runs one column chunk after each of the next tile's first k-steps is issued, so the tensor cores
-// are not idle during it (without it, a 128 x 128 tile's epilogue costs about 6 of its k-steps).
+// Variants kept in code (WgmmaConfig's kOverlapEpilogue and kL2PrefetchSteps, DUAL_HALVES; measured
+// in bench/gemm/NOTES.md, session 10): the overlapped epilogue (cooperative tiles whose
+// accumulators fit twice in a consumer's registers, e.g. 128 x 128 single or dual halves: a
+// finished tile's sums are copied aside and its epilogue runs one column chunk after each of the
+// next tile's first k-steps is issued; 2-4% slower, off), and the L2 prefetch of the CTA's next
+// tile by the producer.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -66,9 +68,13 @@ struct WgmmaConfig {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // Cooperative tiles whose accumulators fit twice in a consumer's registers run a tile's
-  // epilogue under the next tile's first k-steps (see the kernel); a variant may turn it off.
-  static constexpr bool kOverlapEpilogue = true;
+  // Variants (a config deriving from this one may change them; bench/gemm/NOTES.md, session 10):
+  // kOverlapEpilogue: cooperative tiles whose accumulators fit twice in a consumer's registers run
+  // a tile's epilogue under the next tile's first k-steps (measured 2-4% slower: off);
+  // kL2PrefetchSteps: the producer prefetches that many k-steps of the CTA's next tile into L2
+  // when it starts a tile (0: none).
+  static constexpr bool kOverlapEpilogue = false;
+  static constexpr int kL2PrefetchSteps = 8;
 };
 
 }  // namespace kiln::gemm
@@ -177,34 +183,58 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
+      // The TMA copies of k-step ks of a unit into stage address st (completing on barrier bar), or
+      // with `prefetch` only their L2 prefetches (no shared memory, no barrier).
+      auto copies = [&](bool prefetch, uint32_t st, uint32_t bar, int ks, int tm, int tn, int ba, int bb) {
+        auto copy = [&](uint32_t dst, const void* map, int c0, int c1, int c2) {
+          if (prefetch) {
+            tma_prefetch_l2_3d(map, c0, c1, c2);
+          } else {
+            tma_load_3d(dst, map, bar, c0, c1, c2);
+          }
+        };
+        const int kc = ks * BK;
+        if constexpr (kAk) {
+          copy(st, &tma_a, kc, tm * BM, ba);
+        } else {
+#pragma unroll
+          for (int c = 0; c < BM / 64; ++c) copy(st + 8192u * c, &tma_a, tm * BM + 64 * c, kc, ba);
+        }
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
+          const void* map = j == 0 ? &tma_b0 : &tma_b1;
+          const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
+          if constexpr (kBk) {
+            copy(dst, map, kc, tn * WB, bb);
+          } else {
+#pragma unroll
+            for (int c = 0; c < WB / 64; ++c) copy(dst + 8192u * c, map, tn * WB + 64 * c, kc, bb);
+          }
+        }
+      };
       for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
         int b, tm, tn, split, ks0, ks1;
         decode(u, b, tm, tn, split);
         k_range(split, ks0, ks1);
         const int ba = args.a_batched ? b : 0, bb = args.b_batched ? b : 0;
+        if constexpr (Config::kL2PrefetchSteps > 0) {
+          // The CTA's next unit's first k-steps into L2 now, a whole tile ahead: at a tile change
+          // every CTA needs new B columns at once, and the ring alone requests them only STAGES
+          // k-steps before they are used.
+          if (u + gridDim.x < args.units) {
+            int nb, ntm, ntn, nsplit, nks0, nks1;
+            decode(u + gridDim.x, nb, ntm, ntn, nsplit);
+            k_range(nsplit, nks0, nks1);
+            const int nks_end = nks0 + Config::kL2PrefetchSteps < nks1 ? nks0 + Config::kL2PrefetchSteps : nks1;
+            for (int ks = nks0; ks < nks_end; ++ks)
+              copies(true, 0, 0, ks, ntm, ntn, args.a_batched ? nb : 0, args.b_batched ? nb : 0);
+          }
+        }
         for (int ks = ks0; ks < ks1; ++ks) {
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_expect_tx(full(stage), L::kStageBytes);
-          const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
-          const int kc = ks * BK;
-          if constexpr (kAk) {
-            tma_load_3d(st, &tma_a, full(stage), kc, tm * BM, ba);
-          } else {
-#pragma unroll
-            for (int c = 0; c < BM / 64; ++c) tma_load_3d(st + 8192u * c, &tma_a, full(stage), tm * BM + 64 * c, kc, ba);
-          }
-#pragma unroll
-          for (int j = 0; j < NB; ++j) {
-            // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
-            const void* map = j == 0 ? &tma_b0 : &tma_b1;
-            const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
-            if constexpr (kBk) {
-              tma_load_3d(dst, map, full(stage), kc, tn * WB, bb);
-            } else {
-#pragma unroll
-              for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
-            }
-          }
+          copies(false, base + uint32_t(stage) * L::kStageBytes, full(stage), ks, tm, tn, ba, bb);
           if (++stage == S) stage = 0, phase ^= 1u;
         }
       }

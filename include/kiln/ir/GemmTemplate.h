@@ -44,16 +44,15 @@ struct GemmTemplate {
   // otherwise (a short K, or wide tiles that leave more of their last wave idle). Both
   // cooperative: measured on H200 (bench/gemm/NOTES.md, session 6), 128x128 cooperative beats
   // 128x128 ping-pong on every ViT and Linear M = 816 shape, since a ping-pong warpgroup runs the
-  // whole tile's epilogue alone (and the narrow tile's epilogue overlaps the next tile's mainloop,
-  // session 10). Dual products: 128x128 cooperative tiles of 64 columns of each B (one accumulator
-  // set, the epilogue overlapped as in the narrow tile); before session 10, 64x128 ping-pong (Gemma
-  // M = 816 gate*up in the model, H200, session 6: 210.4 us, against 230.9 for a 128x128
-  // cooperative tile with an accumulator set per B).
+  // whole tile's epilogue alone. Dual products keep 64x128 ping-pong: their long epilogue (the
+  // activation) hides under the other warpgroup's mainloop (Gemma M = 816 gate*up in the model,
+  // H200, two runs of session 6: 230.9 us 128x128 cooperative, 210.4 us 64x128 ping-pong; session
+  // 10: 235.3 us for 128x128 cooperative half tiles, dual_halves).
   bool wgmma = true;
   GemmWgmmaTile wgmma_tile{128, 256, 4, false};
   GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, false};
   int64_t wgmma_wide_min_k = 4096;
-  GemmWgmmaTile wgmma_dual_tile{128, 128, 6, false, true};
+  GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
   // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
   // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};
