@@ -41,7 +41,7 @@
 // accumulators fit twice in a consumer's registers, e.g. 128 x 128 single or dual halves: a
 // finished tile's sums are copied aside and its epilogue runs one column chunk after each of the
 // next tile's first k-steps is issued; 2-4% slower, off), and the L2 prefetch of the CTA's next
-// tile by the producer.
+// tile by the producer (25-30% slower, off).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -72,9 +72,10 @@ struct WgmmaConfig {
   // kOverlapEpilogue: cooperative tiles whose accumulators fit twice in a consumer's registers run
   // a tile's epilogue under the next tile's first k-steps (measured 2-4% slower: off);
   // kL2PrefetchSteps: the producer prefetches that many k-steps of the CTA's next tile into L2
-  // when it starts a tile (0: none).
+  // when it starts a tile (0: none; 8 measured 25-30% slower at K = 2048, 32 twice as slow: the
+  // extra L2 requests cost more than the DRAM latency they hide).
   static constexpr bool kOverlapEpilogue = false;
-  static constexpr int kL2PrefetchSteps = 8;
+  static constexpr int kL2PrefetchSteps = 0;
 };
 
 }  // namespace kiln::gemm
