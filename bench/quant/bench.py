@@ -22,8 +22,8 @@ QUICK = os.environ.get("QUANT_BENCH_QUICK") == "1"
 MS = [1, 4, 16] if QUICK else [1, 4, 16, 51, 816]
 MS_TIME = [1, 2, 3, 4, 16] if QUICK else [1, 2, 3, 4, 8, 16, 51, 816]  # timed; MS are checked (all variants), 2 and 3 below
 MLP_CHECK_MS = [1, 4] if QUICK else [1, 4, 51, 816]
-GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15"] if QUICK else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15"]
-M1_VARIANTS = ["5", "8", "10", "14", "15"] if QUICK else ["5", "7", "8", "9", "10", "12", "13", "14", "15"]  # timed at M = 1
+GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15", "16", "17", "18"] if QUICK else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18"]
+M1_VARIANTS = ["5", "8", "10", "14", "15", "16", "17", "18"] if QUICK else ["5", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18"]  # timed at M = 1
 
 FMTS = ["nvfp4", "mxfp4", "int4"]
 BOUND = {torch.bfloat16: 8e-3, torch.float16: 2e-3}  # rel. L2 error vs fp64 reference of dequant(W)
@@ -229,7 +229,7 @@ def main():
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True, "15": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True, "15": True, "16": True, "17": True, "18": True}
     gemm_ok = {"1": True, "2": True, "3": True}
     gemm3_paths = set()  # what the GEMM variant-3 calls ran ("wgmma" or the fallback's reason)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -634,7 +634,7 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     mlps = [(2048, 16384, [1, 4], "Gemma-2B 2048→16384→2048")] if QUICK else [(2048, 16384, [1, 4, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [16, 51], "action expert 1024→4096→1024")]
@@ -675,7 +675,7 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in ((["8", "10", "12", "13", "14", "15"] if m == 1 else ["5", "9", "15"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
+                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18"] if m == 1 else ["5", "9", "15"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
                     if QUICK and variant in ("12", "13"):
                         continue
                     if not (variant_ok[variant] if m <= 16 else gemm_ok[variant[1]]):
@@ -690,7 +690,7 @@ def main():
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     if variant != "g3":  # (g3 = the kiln column: timed there)
                         tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "g2", "g3"):
+                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "g2", "g3"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"

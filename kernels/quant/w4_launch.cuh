@@ -66,7 +66,7 @@ constexpr int kDefaultGemvVariant = 0;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured
 // (bench/quant/NOTES.md: 11.3 µs against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200);
-// KILN_QUANT_GEMV_VARIANT=1..14 selects another, so that benchmarks can compare them in one run.
+// KILN_QUANT_GEMV_VARIANT=1..18 selects another, so that benchmarks can compare them in one run.
 // Variant 7 (w4_gemv_half2.cuh) runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384)
 // and is variant 5 elsewhere; so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales
 // through cp.async). Variant 9 (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where
@@ -74,13 +74,16 @@ constexpr int kDefaultGemvVariant = 0;
 // 14 (w4_gemv_async.cuh: 8 with a ring of 8 rows per warp; 13 with the early launch of dependents,
 // 14 with one-row slots) and 12 (8 with the early launch of dependents) run where gemv8_applies and
 // are variant 5 elsewhere. Variant 15 (w4_gemv_tokens.cuh: 8's loads and 7's half2 math for M
-// = 1..4 tokens in one launch) runs where gemv15_applies and is variant 5 elsewhere. (Variant 11, a
-// ring of 12 rows, measured slower than 10 everywhere in session 9 and was removed.)
+// = 1..4 tokens in one launch) runs where gemv15_applies and is variant 5 elsewhere. Variants 16,
+// 17, 18 (session 10's test of session 9's suspect, NOTES.md) run at M = 1 where gemv8_applies:
+// variant 10 where K >= 16384, elsewhere variant 8 with 4 (16: a8a60df's default again), 2 (17) or
+// 1 (18) of its 4 row groups requested before the wait; variant 5 elsewhere. (Variant 11, a ring
+// of 12 rows, measured slower than 10 everywhere in session 9 and was removed.)
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
   if (!v || v[0] < '1' || v[0] > '9') return kDefaultGemvVariant;
   const int n = std::atoi(v);
-  return n >= 1 && n <= 15 && n != 11 ? n : kDefaultGemvVariant;
+  return n >= 1 && n <= 18 && n != 11 ? n : kDefaultGemvVariant;
 }
 
 // Not the default (session 9, bench/quant/NOTES.md): variant 10 at M = 1 measured 7.8 against
@@ -239,6 +242,15 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
     case 13:
     case 14:
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv10<F, T>(p, ep, gemv_variant(), pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 16:
+    case 17:
+    case 18:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) {
+        if (p.k >= 16384) return launch_gemv10<F, T>(p, ep, 10, pdl_enabled(), stream);
+        const int pre = gemv_variant() == 16 ? 4 : gemv_variant() == 17 ? 2 : 1;
+        return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream, /*early=*/false, pre);
+      }
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 15:
       if (NT == 1 && gemv15_applies(p.m, p.n, p.k))
