@@ -20,10 +20,10 @@ SHAPES = [(16384, 2048), (2048, 16384), (4096, 1024), (1024, 4096)]  # (N, K)
 # times them.
 QUICK = os.environ.get("QUANT_BENCH_QUICK") == "1"
 MS = [1, 4, 16] if QUICK else [1, 4, 16, 51, 816]
-MS_TIME = [1, 2, 3, 4, 16] if QUICK else [1, 2, 3, 4, 8, 16, 51, 816]  # timed; MS are checked (all variants), 2 and 3 below
+MS_TIME = [1, 2, 3, 4, 8, 16] if QUICK else [1, 2, 3, 4, 8, 16, 51, 816]  # timed; MS are checked (all variants), 2 and 3 below
 MLP_CHECK_MS = [1, 4] if QUICK else [1, 4, 51, 816]
-GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15", "16", "17", "18"] if QUICK else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18"]
-M1_VARIANTS = ["5", "8", "10", "14", "15", "16", "17", "18"] if QUICK else ["5", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18"]  # timed at M = 1
+GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]
+M1_VARIANTS = ["5", "8", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["5", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]  # timed at M = 1
 
 FMTS = ["nvfp4", "mxfp4", "int4"]
 BOUND = {torch.bfloat16: 8e-3, torch.float16: 2e-3}  # rel. L2 error vs fp64 reference of dequant(W)
@@ -107,13 +107,14 @@ def torch_int4(q):
 
 
 def check_gemv15(lib, ws, ok, variant_ok):
-    """GEMV variant 15 (and the library default) at M = 1..4: every shape of the table and two small
+    """GEMV variants 15 (M = 1..4), 19 (M = 1..5, 8) and the library default at M = 1..5, 8: every shape of the table and two small
     ones (N = 208; K = 768, where 15 is variant 5), NVFP4, MXFP4, INT4 g32/64/128, f16 and bf16;
     tokens scaled differently (each token has its own prescale per warp) and 64 k of each token
     scaled up (one lane's values far above the rest of its warp); the error is checked per token.
     Then the fused gate/up (gated epilogue) at M = 1..4."""
     worst = {}
-    tok_scale = {torch.bfloat16: [1.0, 2.0 ** 60, 2.0 ** -60, 2.0 ** 100], torch.float16: [1.0, 2.0 ** 6, 2.0 ** -6, 2.0 ** 3]}
+    tok_scale = {torch.bfloat16: [1.0, 2.0 ** 60, 2.0 ** -60, 2.0 ** 100, 1.0, 2.0 ** -30, 2.0 ** 30, 1.0],
+                 torch.float16: [1.0, 2.0 ** 6, 2.0 ** -6, 2.0 ** 3, 1.0, 2.0 ** -3, 2.0 ** 2, 1.0]}
     hot = {torch.bfloat16: 2.0 ** 12, torch.float16: 2.0 ** 5}
     for (n, k) in SHAPES + [(208, 1024), (192, 768)]:
         w = weights(n, k, 555 + n + k)
@@ -123,8 +124,8 @@ def check_gemv15(lib, ws, ok, variant_ok):
                 q = kq.quantize(w, fmt, group=group, scale_dtype=dt) if fmt == "int4" else quantize(w, fmt)
                 kw, wd = kq.KernelWeight(q), q.dequant().double()
                 name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
-                for m in [1, 2, 3, 4]:
-                    for variant in ["15", "lib"]:
+                for m in [1, 2, 3, 4, 5, 8]:
+                    for variant in (["15", "19", "lib"] if m <= 4 else ["19", "lib"]):
                         set_gemv(variant)
                         x = torch.randn(m, k, device=dev)
                         x[:, :64] *= hot[dt]
@@ -141,33 +142,33 @@ def check_gemv15(lib, ws, ok, variant_ok):
                         key = (variant, str(dt).split(".")[-1])
                         worst[key] = max(worst.get(key, 0.0), e)
                         if not e < BOUND[dt]:
-                            if variant == "15":
-                                variant_ok["15"] = False
-                            log(f"- FAIL GEMV variant {variant} at M = 1..4: {name} g={group} n={n} k={k} m={m}: worst per-token rel err {e:.3e}")
+                            if variant != "lib":
+                                variant_ok[variant] = False
+                            log(f"- FAIL GEMV variant {variant} at M = 1..8: {name} g={group} n={n} k={k} m={m}: worst per-token rel err {e:.3e}")
                         if (n, k) in SHAPES and group == {"nvfp4": 16, "mxfp4": 32, "int4": 128}[fmt]:  # the timed weights
                             key_ok = (fmt, dt, n, k, m)
                             ok[key_ok] = ok.get(key_ok, True) and e < BOUND[dt]
     for (variant, dt), e in sorted(worst.items()):
-        log(f"- GEMV {'variant 15' if variant == '15' else 'library default'} at M = 1..4, {dt} (tokens scaled 1 / 2^60 / 2^-60 / 2^100 in bf16, 1 / 2^6 / 2^-6 / 2^3 in f16; 64 k of each x 2^12 / 2^5): worst per-token rel err {e:.2e}")
+        log(f"- GEMV {'library default' if variant == 'lib' else 'variant ' + variant} at M = {'1..4' if variant == '15' else '1..5, 8'}, {dt} (tokens scaled 1 / 2^60 / 2^-60 / 2^100 / 1 / 2^-30 / 2^30 / 1 in bf16, 1 / 2^6 / 2^-6 / 2^3 / 1 / 2^-3 / 2^2 / 1 in f16; 64 k of each x 2^12 / 2^5): worst per-token rel err {e:.2e}")
     for (h, i) in [(1024, 4096), (2048, 16384)]:
         wg, wu = weights(i, h, 21), weights(i, h, 22)
         for fmt in FMTS:
             qg, qu = quantize(wg, fmt), quantize(wu, fmt)
             gu = kq.KernelWeight(qg, qu)
-            for m in [1, 2, 3, 4]:
+            for m in [1, 2, 3, 4, 8]:
                 x = torch.randn(m, h, device=dev).to(torch.bfloat16)
                 g_ref, u_ref = x.double() @ qg.dequant().double().T, x.double() @ qu.dequant().double().T
-                for variant in ["15", "lib"]:
+                for variant in (["15", "19", "lib"] if m <= 4 else ["19", "lib"]):
                     set_gemv(variant)
                     hh = torch.full((m, i), float("nan"), device=dev, dtype=torch.bfloat16)
                     kq.Call(lib, f"w4_gate_up_{fmt}_bf16_swiglu", [x] + gu.args() + [hh], ws)()
                     torch.cuda.synchronize()
                     e = rel_err(hh, F.silu(g_ref) * u_ref)
                     if not e < 1e-2:
-                        if variant == "15":
-                            variant_ok["15"] = False
+                        if variant != "lib":
+                            variant_ok[variant] = False
                         log(f"- FAIL GEMV variant {variant} gate_up swiglu {fmt} {h}->{i} m={m}: rel err {e:.3e}")
-    log("- GEMV variant 15 and the library default, fused gate/up (swiglu) 1024->4096 and 2048->16384, M = 1..4, all formats: checked")
+    log("- GEMV variants 15 (M = 1..4), 19 (M = 1..4, 8) and the library default, fused gate/up (swiglu) 1024->4096 and 2048->16384, all formats: checked")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
 
 
@@ -229,7 +230,7 @@ def main():
     log("## Correctness (rel. L2 error vs fp64 reference of x · dequant(W)ᵀ; bound bf16 8e-3, f16 2e-3)")
     log("")
     ok = {}
-    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True, "15": True, "16": True, "17": True, "18": True}
+    variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True, "15": True, "16": True, "17": True, "18": True, "19": True}
     gemm_ok = {"1": True, "2": True, "3": True}
     gemm3_paths = set()  # what the GEMM variant-3 calls ran ("wgmma" or the fallback's reason)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
@@ -486,7 +487,7 @@ def main():
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
     log(f"kiln columns: GEMV variant {default_variant} ('lib': the library default, KILN_QUANT_GEMV_VARIANT unset), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 (M = 2..4), 5 / 9 (M = 8, 16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
+    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -559,7 +560,7 @@ def main():
                 row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:])} |"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), m in (2, 8)):
                 tv = []
-                for variant in (M1_VARIANTS if m == 1 else ["5", "9", "15"] if m <= 4 else ["5", "9"]):
+                for variant in (M1_VARIANTS if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9", "19"] if m <= 8 else ["5", "9"]):
                     if not variant_ok[variant]:
                         tv.append("fail")
                         continue
@@ -624,17 +625,19 @@ def main():
             log(f"- {n}×{k} variant 8 at M=1, 9 above (the library default): % of the ceiling M=1 {100 * c / t1:.0f}%, "
                 + ", ".join(f"M={mm} {100 * c / t9[mm]:.0f}%" for mm in (2, 4, 8, 16))
                 + f"; M=4 {t9[4] / t1:.2f}× M=1's time (goal <= 1.10); M=16 {100 * c / t9[16]:.0f}% (goal >= 60%)")
-        t15 = {mm: gemv_times.get(("15", n, k, mm)) for mm in (1, 2, 3, 4)}
-        if c and t1 and all(t15.values()):
-            log(f"- {n}×{k} variant 15 at M = 1 / 2 / 3 / 4: " + " / ".join(f"{t15[mm]:.2f}" for mm in (1, 2, 3, 4))
-                + f" µs ({' / '.join(f'{100 * c / t15[mm]:.0f}%' for mm in (1, 2, 3, 4))} of the ceiling); M = 2 / 3 / 4 against variant 8 at M = 1 ({t1:.2f} µs): "
-                + " / ".join(f"{t15[mm] / t1:.2f}×" for mm in (2, 3, 4)) + " (goal at M = 4: <= 1.10)")
+        for v in ["15", "19"]:
+            tv = {mm: gemv_times.get((v, n, k, mm)) for mm in (1, 2, 3, 4, 8)}
+            ms = [mm for mm in (1, 2, 3, 4, 8) if tv[mm]]
+            if c and t1 and tv[1] and tv[4]:
+                log(f"- {n}×{k} variant {v} at M = {' / '.join(map(str, ms))}: " + " / ".join(f"{tv[mm]:.2f}" for mm in ms)
+                    + f" µs ({' / '.join(f'{100 * c / tv[mm]:.0f}%' for mm in ms)} of the ceiling); against variant 8 at M = 1 ({t1:.2f} µs): "
+                    + " / ".join(f"{tv[mm] / t1:.2f}×" for mm in ms) + " (goal at M = 4: <= 1.10)")
     log("")
 
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 / 19 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     mlps = [(2048, 16384, [1, 4], "Gemma-2B 2048→16384→2048")] if QUICK else [(2048, 16384, [1, 4, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [16, 51], "action expert 1024→4096→1024")]
@@ -675,7 +678,7 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18"] if m == 1 else ["5", "9", "15"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
+                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18", "19"] if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
                     if QUICK and variant in ("12", "13"):
                         continue
                     if not (variant_ok[variant] if m <= 16 else gemm_ok[variant[1]]):
@@ -690,7 +693,7 @@ def main():
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     if variant != "g3":  # (g3 = the kiln column: timed there)
                         tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "g2", "g3"):
+                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19", "g2", "g3"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"

@@ -14,13 +14,13 @@ rows = ["| kernel | SASS instructions | per weight | top opcodes |", "|---|---|-
 keep = ""
 for f in re.split(r"\n\s*Function : ", text)[1:]:
     name = f.split("\n")[0].strip()
-    if "w4_gemv7_kernel" not in name and "w4_gemv8_kernel" not in name and "w4_gemv9_kernel" not in name and "w4_gemv15_kernel" not in name:
+    if "w4_gemv7_kernel" not in name and "w4_gemv8_kernel" not in name and "w4_gemv9_kernel" not in name and "w4_gemv15_kernel" not in name and "w4_gemv19_kernel" not in name:
         continue
     ins = re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", f)
-    if "w4_gemv15_kernel" in name:  # lane: 16 rows x 32 k per token set; main = ACQBULK .. BAR.SYNC
+    if "w4_gemv15_kernel" in name or "w4_gemv19_kernel" in name:  # a lane: 512 weights; main = ACQBULK .. BAR.SYNC
         fmt = {"E0E": "nvfp4", "E1E": "mxfp4", "E2E": "int4"}
-        nt = next((c for c in "1234" if f"Li{c}E" in name), "?")
-        label = "v15 " + next((v for k, v in fmt.items() if f"Format{k}" in name), "?") + (" bf16" if "bfloat16" in name else " f16") + f" NT={nt}"
+        nt = next((c for c in "1234" if f"Li{c}E" in name), "?") if "gemv15" in name else "1..8"
+        label = ("v15 " if "gemv15" in name else "v19 ") + next((v for k, v in fmt.items() if f"Format{k}" in name), "?") + (" bf16" if "bfloat16" in name else " f16") + f" M={nt}"
         a = next((i for i, x in enumerate(ins) if "ACQBULK" in x), 0)
         b = next((i for i, x in enumerate(ins) if "BAR.SYNC" in x), len(ins))
         ops = collections.Counter((i.split()[1] if i.startswith("@") else i.split()[0]).split(".")[0] for i in ins[a:b])

@@ -11,6 +11,7 @@
 #include "w4_gemm_sm90.cuh"
 #include "w4_gemv_async.cuh"
 #include "w4_gemv_mma.cuh"
+#include "w4_gemv_mma8.cuh"
 #include "w4_gemv_tokens.cuh"
 
 namespace kiln::quant::gpu {
@@ -66,7 +67,7 @@ constexpr int kDefaultGemvVariant = 0;
 
 // GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured
 // (bench/quant/NOTES.md: 11.3 µs against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200);
-// KILN_QUANT_GEMV_VARIANT=1..18 selects another, so that benchmarks can compare them in one run.
+// KILN_QUANT_GEMV_VARIANT=1..19 selects another, so that benchmarks can compare them in one run.
 // Variant 7 (w4_gemv_half2.cuh) runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384)
 // and is variant 5 elsewhere; so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales
 // through cp.async). Variant 9 (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where
@@ -77,13 +78,15 @@ constexpr int kDefaultGemvVariant = 0;
 // = 1..4 tokens in one launch) runs where gemv15_applies and is variant 5 elsewhere. Variants 16,
 // 17, 18 (session 10's test of session 9's suspect, NOTES.md) run at M = 1 where gemv8_applies:
 // variant 10 where K >= 16384, elsewhere variant 8 with 4 (16: a8a60df's default again), 2 (17) or
-// 1 (18) of its 4 row groups requested before the wait; variant 5 elsewhere. (Variant 11, a ring
+// 1 (18) of its 4 row groups requested before the wait; variant 5 elsewhere. Variant 19
+// (w4_gemv_mma8.cuh: 8's grid and loads, 5's mma math, M = 1..8) runs where gemv19_applies and is
+// variant 5 elsewhere. (Variant 11, a ring
 // of 12 rows, measured slower than 10 everywhere in session 9 and was removed.)
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
   if (!v || v[0] < '1' || v[0] > '9') return kDefaultGemvVariant;
   const int n = std::atoi(v);
-  return n >= 1 && n <= 18 && n != 11 ? n : kDefaultGemvVariant;
+  return n >= 1 && n <= 19 && n != 11 ? n : kDefaultGemvVariant;
 }
 
 // Not the default (session 9, bench/quant/NOTES.md): variant 10 at M = 1 measured 7.8 against
@@ -251,6 +254,10 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
         const int pre = gemv_variant() == 16 ? 4 : gemv_variant() == 17 ? 2 : 1;
         return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream, /*early=*/false, pre);
       }
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 19:
+      if (NT == 1 && gemv19_applies(p.m, p.n, p.k))
+        return launch_gemv19<F, T>(p, ep, pdl_enabled(), stream);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 15:
       if (NT == 1 && gemv15_applies(p.m, p.n, p.k))
