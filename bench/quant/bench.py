@@ -411,8 +411,9 @@ def main():
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
     # kiln columns: the library's default GEMV (KILN_QUANT_GEMV_VARIANT unset: variant 8 at M = 1,
-    # 9 at M = 2..16 where gemv9_default_takes its plan, else 5) where 5, 8 and 9 passed; else 8, 7, 5, ...
-    default_variant = "lib" if all(variant_ok[v] for v in ["5", "8", "9"]) else next(v for v in ["8", "7", "5", "4", "1", "3", "2"] if variant_ok[v])
+    # 19 at M = 2..8 where gemv19_default_takes, 9 at M = 2..16 where gemv9_default_takes its plan,
+    # else 5) where 5, 8, 9 and 19 passed; else 8, 7, 5, ...
+    default_variant = "lib" if all(variant_ok[v] for v in ["5", "8", "9", "19"]) else next(v for v in ["8", "7", "5", "4", "1", "3", "2"] if variant_ok[v])
     set_gemv(default_variant)
     if not all(variant_ok.values()) and (default_variant == "lib" or variant_ok[default_variant]):
         # a failing variant fails its shapes above; time the rest with a variant that passed
