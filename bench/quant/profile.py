@@ -44,8 +44,8 @@ def report(csv_path, out):
     start = text.find('"ID"')
     rows = list(csv.DictReader(io.StringIO(text[start:])))
     rows = [r for r in rows if r.get("Kernel Name", "").startswith(("w4_gemv", "void kiln", "void w4"))  or "w4_gemv" in r.get("Kernel Name", "")]
-    lines = ["| shape | variant, M | kernel | µs (ncu) | DRAM read MB | warp inst / weight | thread inst / weight | top stalls (warp cycles per issued inst) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape | variant, M | kernel | µs (ncu) | DRAM read MB | warp inst / weight | thread inst / weight | issue active % | top stalls (warp cycles per issued inst) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     labels = [(n, k, f"{v}, M={m}") for (n, k) in SHAPES for v, m in RUNS]
     for (n, k, v), r in zip(labels, rows):
         def num(key):
@@ -60,7 +60,8 @@ def report(csv_path, out):
         name = r.get("Kernel Name", "")[:40]
         t = num("gpu__time_duration.sum")
         lines.append(f"| {n}×{k} | {v} | {name} | {t / 1e3:.2f} | {num('dram__bytes_read.sum') / 1e6:.1f} | "
-                     f"{32 * num('smsp__inst_executed.sum') / weights:.2f} | {num('smsp__thread_inst_executed.sum') / weights:.2f} | {top} |")
+                     f"{32 * num('smsp__inst_executed.sum') / weights:.2f} | {num('smsp__thread_inst_executed.sum') / weights:.2f} | "
+                     f"{num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f} | {top} |")
     open(out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -32,7 +32,7 @@ fi
 if [ "${NCU:-1}" != 0 ] && command -v ncu >/dev/null; then
   echo "== ncu: GEMV variants of profile.py's RUNS, nvfp4 bf16"
   timeout "${NCU_TIMEOUT:-150}" ncu --clock-control none -k regex:w4_gemv --section WarpStateStats \
-    --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,dram__bytes_read.sum,gpu__time_duration.sum \
+    --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,dram__bytes_read.sum,gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
     --page raw --csv --print-units base python3 bench/quant/profile.py --lib "$LIB" > "$OUTDIR/ncu_gemv.csv" || echo "ncu failed: $?"
   python3 bench/quant/profile.py --report "$OUTDIR/ncu_gemv.csv" --out "$OUTDIR/ncu_gemv.md" || echo "ncu report failed"
 fi

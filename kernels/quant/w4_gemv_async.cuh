@@ -132,8 +132,13 @@ __device__ __forceinline__ Gemv7Unit<F, T> read_unit(const uint8_t* smem, int r,
 // EARLY (variant 12): griddepcontrol.launch_dependents right after the copies are requested,
 // before the wait, so that the next kernel's CTAs may take free SM slots as soon as all of this
 // kernel's CTAs run (the next kernel still waits for this one's completion before it reads x).
-template <Format F, typename T, int CPW, class Ep, bool EARLY = false>
+// PRE (variants 17, 18; 4 elsewhere, CPW = 1 only): row groups of 4 requested before the wait;
+// the others right after the x loads (same commit order), so that under programmatic dependent
+// launch this kernel's early CTAs queue fewer requests ahead of the previous kernel's last ones.
+template <Format F, typename T, int CPW, class Ep, bool EARLY = false, int PRE = 4>
 __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearParams p, Ep ep) {
+  static_assert(PRE == 4 || (CPW == 1 && PRE >= 1 && PRE < 4),
+                "late row groups: one chunk per warp");
   extern __shared__ __align__(16) uint8_t gemv8_smem[];
   __shared__ float red[kGemv8MaxWarps][kGemv7Rows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -146,7 +151,7 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
 #pragma unroll
   for (int j = 0; j < CPW; ++j) {
 #pragma unroll
-    for (int g = 0; g < 4; ++g) {
+    for (int g = 0; g < PRE; ++g) {
       issue_chunk_rows(p, mine + j * Gemv8Layout::kChunkBytes, row0, warp + j * warps, lane, g);
       cp_async_commit();
     }
@@ -172,6 +177,11 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
                      : "=r"(xraw[j][i].x), "=r"(xraw[j][i].y), "=r"(xraw[j][i].z), "=r"(xraw[j][i].w)
                      : "l"(src + 8 * i));
       }
+    }
+#pragma unroll
+    for (int g = PRE; g < 4; ++g) {
+      issue_chunk_rows(p, mine, row0, warp, lane, g);
+      cp_async_commit();
     }
   }
   float acc[kGemv7Rows];
@@ -292,11 +302,21 @@ cudaError_t launch_on_gemv8_grid(size_t smem, size_t max_smem, const LinearParam
   return cudaGetLastError();
 }
 
+// `pre`: row groups requested before the wait (4, 2 or 1; see w4_gemv8_kernel's PRE).
 template <Format F, typename T, class Ep>
-cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream, bool early = false) {
+cudaError_t launch_gemv8(const LinearParams& p, const Ep& ep, bool pdl, cudaStream_t stream,
+                         bool early = false, int pre = 4) {
   const size_t smem = gemv8_smem_bytes(p.k), max_smem = gemv8_smem_bytes(kGemv8MaxWarps * kGemv7Chunk);
-  return early ? launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep, true>>(smem, max_smem, p, ep, pdl, stream)
-               : launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep>>(smem, max_smem, p, ep, pdl, stream);
+  if (early)
+    return launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep, true>>(smem, max_smem, p, ep, pdl,
+                                                                    stream);
+  if (pre == 2)
+    return launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep, false, 2>>(smem, max_smem, p, ep, pdl,
+                                                                        stream);
+  if (pre == 1)
+    return launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep, false, 1>>(smem, max_smem, p, ep, pdl,
+                                                                        stream);
+  return launch_on_gemv8_grid<w4_gemv8_kernel<F, T, 1, Ep>>(smem, max_smem, p, ep, pdl, stream);
 }
 
 // Variant 10 (SR 4), 13 (SR 4, early launch of dependents) or 14 (SR 1); same grid and block as

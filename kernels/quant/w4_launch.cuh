@@ -11,6 +11,8 @@
 #include "w4_gemm_sm90.cuh"
 #include "w4_gemv_async.cuh"
 #include "w4_gemv_mma.cuh"
+#include "w4_gemv_mma8.cuh"
+#include "w4_gemv_tokens.cuh"
 
 namespace kiln::quant::gpu {
 
@@ -58,33 +60,52 @@ inline LinearPlan plan_linear(int m, int n, int k) {
 }
 
 // 0: the choice per call of launch_gemv_default (below): variant 8 at M = 1 where gemv8_applies
-// (measured faster than 5 and 7 at M = 1 on every shape in session 4's run 2, bench/quant/NOTES.md),
-// variant 9 at M = 2..16 where gemv9_default_takes its plan (no cluster, >= 12 x 132 warps:
-// measured faster than 5 there in session 7), else 5.
+// (measured faster than 5 and 7 at M = 1 on every shape in session 4's run 2,
+// bench/quant/NOTES.md), variant 19 at M = 2..8 where gemv19_default_takes (below), variant 9
+// at M = 2..16 where gemv9_default_takes its plan (no cluster, >= 12 x 132 warps: measured faster
+// than 5 there in session 7), else 5.
 constexpr int kDefaultGemvVariant = 0;
 
-// GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured (bench/quant/NOTES.md: 11.3 µs
-// against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200); KILN_QUANT_GEMV_VARIANT=1..14
-// selects another, so that benchmarks can compare them in one run. Variant 7 (w4_gemv_half2.cuh)
-// runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384) and is variant 5 elsewhere;
-// so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales through cp.async). Variant 9
-// (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where gemv9_plan has a plan (N a
-// multiple of 64, K of 256) and is variant 5 elsewhere.
-// Variants 10, 13, 14 (w4_gemv_async.cuh: 8 with a ring of 8 rows per warp; 13 with the early
-// launch of dependents, 14 with one-row slots) and 12 (8 with the early launch of dependents) run
-// where gemv8_applies and are variant 5 elsewhere. (Variant 11, a ring of 12 rows, measured slower
-// than 10 everywhere in session 9 and was removed.)
+// GEMV variant (w4_gemv.cuh): kDefaultGemvVariant; before variant 4 it was 1, the fastest measured
+// (bench/quant/NOTES.md: 11.3 µs against 13.1 for 2 and 16.9 for 3 at 16384x2048, M = 1, H200);
+// KILN_QUANT_GEMV_VARIANT=1..19 selects another, so that benchmarks can compare them in one run.
+// Variant 7 (w4_gemv_half2.cuh) runs where gemv7_applies (M = 1, K a multiple of 1024 up to 16384)
+// and is variant 5 elsewhere; so does variant 8 (w4_gemv_async.cuh: 7 with weights and scales
+// through cp.async). Variant 9 (w4_gemv_mma.cuh: 8's loads, 5's mma math, any M <= 16) runs where
+// gemv9_plan has a plan (N a multiple of 64, K of 256) and is variant 5 elsewhere. Variants 10, 13,
+// 14 (w4_gemv_async.cuh: 8 with a ring of 8 rows per warp; 13 with the early launch of dependents,
+// 14 with one-row slots) and 12 (8 with the early launch of dependents) run where gemv8_applies and
+// are variant 5 elsewhere. Variant 15 (w4_gemv_tokens.cuh: 8's loads and 7's half2 math for M
+// = 1..4 tokens in one launch) runs where gemv15_applies and is variant 5 elsewhere. Variants 16,
+// 17, 18 (session 10's test of session 9's suspect, NOTES.md) run at M = 1 where gemv8_applies:
+// variant 10 where K >= 16384, elsewhere variant 8 with 4 (16: a8a60df's default again), 2 (17) or
+// 1 (18) of its 4 row groups requested before the wait; variant 5 elsewhere. Variant 19
+// (w4_gemv_mma8.cuh: 8's grid and loads, 5's mma math, M = 1..8) runs where gemv19_applies and is
+// variant 5 elsewhere. (Variant 11, a ring
+// of 12 rows, measured slower than 10 everywhere in session 9 and was removed.)
 inline int gemv_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMV_VARIANT");
   if (!v || v[0] < '1' || v[0] > '9') return kDefaultGemvVariant;
   const int n = std::atoi(v);
-  return n >= 1 && n <= 14 && n != 11 ? n : kDefaultGemvVariant;
+  return n >= 1 && n <= 19 && n != 11 ? n : kDefaultGemvVariant;
 }
 
 // Not the default (session 9, bench/quant/NOTES.md): variant 10 at M = 1 measured 7.8 against
 // 9.4 µs for 8 on 2048x16384 alone (H200, PDL chain of the same GEMV), and 14 7.2 against 7.7 on
 // 16384x2048; but the Gemma MLP x18 chain at M = 1 measured slower with 10 on its 2048x16384 down
 // projection (406 against 396 µs, gate/up on 8) and with 14 or 10 on every layer (408 / 413).
+// Session 10 measured the chain again with 10 on the down projection and 8 elsewhere (variant 16):
+// 404 against 402 µs for 8 on every layer; 8 stays the default at M = 1.
+
+// Variant 19 at M = 2..8 where K = 16384 (the largest K it takes): session 10's call 3 (H200, PDL
+// chain of the same GEMV, bench/quant/NOTES.md) measured it faster than the default of the time
+// on 2048x16384 (nvfp4 bf16 M = 2 / 3 / 4 / 8: 9.7 / 9.9 / 10.5 / 11.9 against variant 5's 11.8 /
+// 12.1 / 12.2 / 12.9 µs) and slower at K <= 4096 (16384x2048: 10.8-11.2 against variant 9's
+// 9.4-9.6; 4096x1024 and 1024x4096: 3.4-3.9 against variant 5's 2.6-3.3), where its 107-123
+// registers leave no room on an SM for the next kernel's CTAs under programmatic dependent launch.
+inline bool gemv19_default_takes(int m, int n, int k) {
+  return m >= 2 && k >= 16384 && gemv19_applies(m, n, k);
+}
 
 // KILN_QUANT_PDL=0 launches plainly (griddepcontrol.wait then returns at once).
 inline bool pdl_enabled() {
@@ -206,11 +227,13 @@ inline void note_gemv9_path() {
 }
 
 // The default GEMV without the variant switch (what generated code instantiates: four kernels
-// per format and dtype instead of sixteen): 8 at M = 1, 9 at M = 2..16 where gemv9_default_takes
-// its plan, 5 elsewhere.
+// per format and dtype instead of sixteen): 8 at M = 1, 19 at M = 2..8 where gemv19_default_takes,
+// 9 at M = 2..16 where gemv9_default_takes its plan, 5 elsewhere.
 template <Format F, typename T, int NT, class Ep>
 cudaError_t launch_gemv_default(const LinearParams& p, const Ep& ep, int warps, cudaStream_t stream) {
   if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream);
+  if (NT == 1 && gemv19_default_takes(p.m, p.n, p.k))
+    return launch_gemv19<F, T>(p, ep, pdl_enabled(), stream);
   if (p.m >= 2) {
     const cudaError_t e = launch_gemv9<F, T, NT>(p, ep, pdl_enabled(), stream, /*default_only=*/true);
     note_gemv9_path();
@@ -237,6 +260,23 @@ cudaError_t launch_gemv(const LinearParams& p, const Ep& ep, int warps, cudaStre
     case 13:
     case 14:
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv10<F, T>(p, ep, gemv_variant(), pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 16:
+    case 17:
+    case 18:
+      if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) {
+        if (p.k >= 16384) return launch_gemv10<F, T>(p, ep, 10, pdl_enabled(), stream);
+        const int pre = gemv_variant() == 16 ? 4 : gemv_variant() == 17 ? 2 : 1;
+        return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream, /*early=*/false, pre);
+      }
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 19:
+      if (NT == 1 && gemv19_applies(p.m, p.n, p.k))
+        return launch_gemv19<F, T>(p, ep, pdl_enabled(), stream);
+      return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
+    case 15:
+      if (NT == 1 && gemv15_applies(p.m, p.n, p.k))
+        return launch_gemv15<F, T>(p, ep, pdl_enabled(), stream);
       return launch_gemv_variant<F, T, NT, 5>(p, ep, warps, stream);
     case 12:
       if (NT == 1 && gemv8_applies(p.m, p.n, p.k)) return launch_gemv8<F, T>(p, ep, pdl_enabled(), stream, /*early=*/true);
@@ -426,11 +466,11 @@ constexpr int64_t kEpilogueSplitFloats = int64_t(kTargetCtas) * kGemmRows * kGem
 
 // y = x · dequant(W)ᵀ (not gated) with each output element handed to `ep` (LinearStore's call
 // operator) instead of stored: the path generated code takes (kiln.QuantLinear, its consumers
-// folded into `ep`). Only the default variants (GEMV 8 at M = 1 where it applies, 5 up to
-// M = 16, GEMM 3 above in sm_90a builds on sm_90 devices, else GEMM 1), so that a generated
-// library instantiates few kernels. Split-K partials
-// go to `workspace` (min(m * n, kEpilogueSplitFloats) floats suffice; with fewer bytes K is not
-// split). A failed launch is returned and cleared from the thread's last-error slot.
+// folded into `ep`). Only the default variants (GEMV 8 at M = 1 where it applies, 19 at M = 2..8
+// where gemv19_default_takes, 9 where gemv9_default_takes, 5 up to M = 16, GEMM 3 above in sm_90a
+// builds on sm_90 devices, else GEMM 1), so that a generated library instantiates few kernels.
+// Split-K partials go to `workspace` (min(m * n, kEpilogueSplitFloats) floats suffice; with fewer
+// bytes K is not split). A failed launch is returned and cleared from the thread's last-error slot.
 template <Format F, typename T, class Ep>
 cudaError_t launch_linear_epilogue(LinearParams p, const Ep& ep, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (p.m == 0) return cudaSuccess;
