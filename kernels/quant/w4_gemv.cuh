@@ -51,6 +51,23 @@ struct WeightStep {
   uint32_t z[2];   // INT4 zero bits per row
 };
 
+// Row h's scale bits (and INT4 zero) of unit u (32 k) of `ws`, from its scale row `sc` staged in
+// shared memory with the INT4 zeros `zeros` bytes after the scales (variants 9 and 19).
+template <Format F>
+__device__ __forceinline__ void staged_unit_scales(WeightStep<F>& ws, int h, const uint8_t* sc, int u, int group, int zeros) {
+  if constexpr (F == Format::NvFp4) {
+    ws.s[h] = *reinterpret_cast<const uint16_t*>(sc + 2 * u);  // blocks 2u, 2u + 1
+    ws.z[h] = 0;
+  } else if constexpr (F == Format::MxFp4) {
+    ws.s[h] = sc[u];
+    ws.z[h] = 0;
+  } else {
+    const int gi = (32 * u) / group;
+    ws.s[h] = *reinterpret_cast<const uint16_t*>(sc + 2 * gi);
+    ws.z[h] = *reinterpret_cast<const uint16_t*>(sc + zeros + 2 * gi);
+  }
+}
+
 template <Format F, typename T>
 __device__ __forceinline__ WeightStep<F> load_weight_step(const LinearParams& p, int row, int k0) {
   WeightStep<F> ws;

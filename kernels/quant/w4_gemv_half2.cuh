@@ -62,8 +62,9 @@ __device__ __forceinline__ uint32_t decode_pair_f16(uint32_t w, int p) {
 }
 
 // The lane's 32 activations of token `tok` at k0 as 16 fp16 pairs times 2^s, and 2^-s's
-// exponent (returned as s). E2M1 target: max in [2^14, 2^15); INT4: [2^8, 2^9).
-template <typename T, Format F>
+// exponent (returned as s). E2M1 target: max in [2^14, 2^15); INT4: [2^8, 2^9). kWarpScale: one
+// s for the whole warp (from the warp's largest value; w4_gemv_tokens.cuh).
+template <typename T, Format F, bool kWarpScale = false>
 __device__ __forceinline__ int convert_x_f16(const uint4 (&raw)[4], uint32_t (&xh)[16], float* xsum) {
   constexpr bool BF16 = IsBf16<T>::value;
   // Two passes over the raw words (no 32 live floats): the max, then the scaled conversion.
@@ -75,6 +76,8 @@ __device__ __forceinline__ int convert_x_f16(const uint4 (&raw)[4], uint32_t (&x
     const uint32_t v = word_of(raw[i >> 2], i & 3);
     amax = fmaxf(amax, fmaxf(fabsf(lo(v)), fabsf(hi(v))));
   }
+  // (non-negative floats order as their bits)
+  if constexpr (kWarpScale) amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
   // amax = 2^(e-127)·1.m; want amax·2^s in [2^top, 2^(top+1)): s = top + 127 - e.
   constexpr int kTop = F == Format::Int4 ? 8 : 14;
   const int e = int((__float_as_uint(amax) >> 23) & 0xffu);

@@ -86,17 +86,7 @@ __device__ __forceinline__ WeightStep<F> gemv9_read_step(const uint8_t* buf, int
     const int r = rt * 16 + g + 8 * h;
     ws.w[h] = *reinterpret_cast<const uint4*>(buf + r * 128 + ((u ^ ((r & 1) << 2)) << 4));
     const uint8_t* sc = buf + Gemv9Layout::kWeightBytes + r * Gemv9Layout::kScaleRowBytes;
-    if constexpr (F == Format::NvFp4) {
-      ws.s[h] = *reinterpret_cast<const uint16_t*>(sc + 2 * u);  // blocks 2u, 2u + 1 of the slice
-      ws.z[h] = 0;
-    } else if constexpr (F == Format::MxFp4) {
-      ws.s[h] = sc[u];
-      ws.z[h] = 0;
-    } else {
-      const int gi = (32 * u) / group;
-      ws.s[h] = *reinterpret_cast<const uint16_t*>(sc + 2 * gi);
-      ws.z[h] = *reinterpret_cast<const uint16_t*>(sc + 16 + 2 * gi);
-    }
+    staged_unit_scales<F>(ws, h, sc, u, group, 16);
   }
   return ws;
 }

@@ -59,17 +59,7 @@ __device__ __forceinline__ WeightStep<F> gemv19_read_step(const uint8_t* buf, in
     const int r = g + 8 * h;
     ws.w[h] = *reinterpret_cast<const uint4*>(buf + gemv19_unit(r, u));
     const uint8_t* sc = buf + Gemv8Layout::kWeightBytes + r * Gemv8Layout::kScaleRowBytes;
-    if constexpr (F == Format::NvFp4) {
-      ws.s[h] = *reinterpret_cast<const uint16_t*>(sc + 2 * u);  // blocks 2u, 2u + 1 of the chunk
-      ws.z[h] = 0;
-    } else if constexpr (F == Format::MxFp4) {
-      ws.s[h] = sc[u];
-      ws.z[h] = 0;
-    } else {
-      const int gi = (32 * u) / group;
-      ws.s[h] = *reinterpret_cast<const uint16_t*>(sc + 2 * gi);
-      ws.z[h] = *reinterpret_cast<const uint16_t*>(sc + 64 + 2 * gi);
-    }
+    staged_unit_scales<F>(ws, h, sc, u, group, 64);
   }
   return ws;
 }

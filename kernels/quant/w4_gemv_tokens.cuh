@@ -11,7 +11,7 @@
 // Schedule: variant 8's (a CTA per 16 rows, a warp per 1024-k chunk, every weight and scale byte
 // of the warp requested by cp.async before griddepcontrol.wait, rows consumed four at a time in
 // request order). After the wait the lane loads its 32 k of each token's x, converted to fp16
-// with a power-of-two prescale per token and warp (convert_x_f16_warp), so that tokens of very
+// with a power-of-two prescale per token and warp (convert_x_f16<T, F, true>), so that tokens of very
 // different magnitude keep their precision. Registers: NT x 16 packed x pairs.
 // Sums: after each group of 4 rows the lane's 4 x NT fp32 values are folded across lanes (each
 // fold halves them: 3 folds for even NT, 2 for odd), and after the last group the values the
@@ -31,41 +31,12 @@ inline bool gemv15_applies(int m, int n, int k) {
          k / kGemv7Chunk <= kGemv8MaxWarps;
 }
 
-// convert_x_f16 with one prescale 2^s for the whole warp (its 1024 k of the token) instead of one
-// per lane: the factor 2^-s then multiplies the warp's folded sums in the epilogue, not every
-// lane's 16 row sums, and needs no register through the main loop. A lane whose values are far
-// below the warp's largest keeps full fp16 precision down to 2^-28 of it (fp16 normals; the
-// products x·w·2^-14 then stay >= 2^-43 of the largest product, far under the bounds).
-template <typename T, Format F>
-__device__ __forceinline__ int convert_x_f16_warp(const uint4 (&raw)[4], uint32_t (&xh)[16],
-                                                  float* xsum) {
-  constexpr bool BF16 = IsBf16<T>::value;
-  auto lo = [](uint32_t v) { return BF16 ? __uint_as_float(v << 16) : half_lo(v); };
-  auto hi = [](uint32_t v) { return BF16 ? __uint_as_float(v & 0xffff0000u) : half_hi(v); };
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const uint32_t v = word_of(raw[i >> 2], i & 3);
-    amax = fmaxf(amax, fmaxf(fabsf(lo(v)), fabsf(hi(v))));
-  }
-  // non-negative floats order as their bits
-  amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(amax)));
-  constexpr int kTop = F == Format::Int4 ? 8 : 14;  // as convert_x_f16
-  const int e = int((__float_as_uint(amax) >> 23) & 0xffu);
-  int s = kTop + 127 - e;
-  s = s > 120 ? 120 : s < -126 ? -126 : s;
-  const float mul = __uint_as_float(uint32_t(127 + s) << 23);
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const uint32_t v = word_of(raw[i >> 2], i & 3);
-    const __half2 h = __floats2half2_rn(lo(v) * mul, hi(v) * mul);
-    xh[i] = *reinterpret_cast<const uint32_t*>(&h);
-    if constexpr (F == Format::Int4) sum += __low2float(h) + __high2float(h);
-  }
-  *xsum = sum;
-  return s;
-}
+// x is converted by convert_x_f16<T, F, true> (w4_gemv_half2.cuh): one prescale 2^s for the whole
+// warp (its 1024 k of the token) instead of one per lane: the factor 2^-s then multiplies the
+// warp's folded sums in the epilogue, not every lane's 16 row sums, and needs no register through
+// the main loop. A lane whose values are far below the warp's largest keeps full fp16 precision
+// down to 2^-28 of it (fp16 normals; the products x·w·2^-14 then stay >= 2^-43 of the largest
+// product, far under the bounds).
 
 // The lane's contributions of one unit (32 k of one row) to NT tokens, each in units of
 // 2^-s_t·(format factor) (s_t: the token's prescale), as unit_dot: the pair decodes are shared by
@@ -171,7 +142,7 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv15_kernel(LinearPa
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     const float f =
-        pow2(-convert_x_f16_warp<T, F>(xraw[t], xh[t], &xsum[t]));  // 2^gemv7_shift: epilogue
+        pow2(-convert_x_f16<T, F, true>(xraw[t], xh[t], &xsum[t]));  // 2^gemv7_shift: epilogue
     if (lane == 0) warp_factor[warp][t] = f;
   }
   // Even NT: each group's 4 x NT values are folded by offsets 16, 8 and 4 (NT/2 left: row
