@@ -513,10 +513,11 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   // The Hopper kernel falls back to the mma.sync tile itself (other devices, builds without
   // sm_90a, operands TMA cannot read).
   auto gemm_wgmma = [&](const GemmWgmmaTile& w, const GemmTile& tile) {
-    return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) + ", " + s(w.stages) + ", " +
-           (w.pingpong ? "1" : "0") + (w.dual_halves ? ", 1" : "") + ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
-           s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " + split_arg + ", " +
-           cuda_stream + ")";
+    return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) +
+           ", " + s(w.stages) + ", " + (w.pingpong ? "1" : "0") + (w.dual_halves ? ", 1" : "") +
+           ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) +
+           ", " + s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) +
+           ">>(problem, epilogue, " + split_arg + ", " + cuda_stream + ")";
   };
   if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
   if (c.wgmma && !c.tf32) {

@@ -227,6 +227,11 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
     g.gemv_warps = *n > 4096 ? 4 : 16;
   }
   g.wgmma_wide_min_k = options.wgmma_wide_min_k;
+  if (options.wgmma_dual_tile == 1) {
+    g.wgmma_dual_tile = GemmWgmmaTile{128, 128, 4, false, false};
+  } else if (options.wgmma_dual_tile == 2) {
+    g.wgmma_dual_tile = GemmWgmmaTile{128, 128, 6, false, true};
+  }
   if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
   if (m && *m > g.mid_max_m) g.mid_max_m = 0;
   auto s = [](int64_t v) { return std::to_string(v); };
@@ -242,8 +247,9 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   // block at M = 816, 210.4 us vs 230.9 for 128x128 cooperative, two runs). float32 (TF32) keeps simt.
   g.wgmma = !g.tf32;
   auto wtile = [&](const GemmWgmmaTile& w) {
-    return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + s(w.stages) + " TMA stages, " + (w.pingpong ? "ping-pong" : "cooperative") +
-           " consumer warpgroups" + (w.dual_halves ? ", half the columns from each B" : "") + ")";
+    return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + s(w.stages) + " TMA stages, " +
+           (w.pingpong ? "ping-pong" : "cooperative") + " consumer warpgroups" +
+           (w.dual_halves ? ", half the columns from each B" : "") + ")";
   };
   std::string rule;
   if (g.gemv_max_m) {

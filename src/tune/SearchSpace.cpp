@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRVisitor.h"
 #include "kiln/ir/Simplify.h"
 #include "kiln/support/Error.h"
 
@@ -49,10 +51,27 @@ int64_t row_columns(const codegen::KernelDefinition& kernel) {
   return columns;
 }
 
+// Whether the kernel, lowered with schedule `s`, runs a dual product (two contractions sharing A,
+// a gated MLP's gate and up): only then does the dual tile knob change the generated code.
+bool has_dual_product(const codegen::KernelDefinition& kernel, const Schedule& s) {
+  class FindDual : public ir::IRVisitor {
+   public:
+    bool found = false;
+    using IRVisitor::visit;
+
+   protected:
+    void visit(const ir::TemplateContraction* op) override { found = found || op->b.size() == 2; }
+  };
+  FindDual finder;
+  finder.visit(codegen::lower_kernel(kernel, codegen::Target::Cuda, &s).func.body);
+  return finder.found;
+}
+
 // The contraction templates' knobs, where the kernel calls one (a stage with a gemm_template):
-// the small-M kernel's warps per block and the K from which the wide Hopper tile runs. Every value
-// is a configuration the tests compile and the GPU harness checks (bench/gemm), so none is
-// illegal; tile shapes and stages stay fixed until the harness checks more of them.
+// the small-M kernel's warps per block, the K from which the wide Hopper tile runs, and the Hopper
+// tile of dual products. Every value is a configuration the tests compile and the GPU harness
+// checks (bench/gemm), so none is illegal; the other tile shapes and stages stay fixed until the
+// harness checks more of them.
 void add_contraction_knobs(SearchSpace& space) {
   const Schedule s = default_gpu_schedule(space.kernel.inputs, space.kernel.outputs);
   bool gemv = false, wgmma = false;
@@ -64,6 +83,8 @@ void add_contraction_knobs(SearchSpace& space) {
   }
   if (gemv) space.knobs.push_back({"gemv_warps", {0, 4, 8, 16}});
   if (wgmma) space.knobs.push_back({"wgmma_wide_min_k", {4096, 2048, 8192, 65536}});
+  if (wgmma && has_dual_product(space.kernel, s))
+    space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
 }
 
 }  // namespace
@@ -186,6 +207,7 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
   with({{"threads_per_block", 128}});
   with({{"gemv_warps", 8}});
   with({{"wgmma_wide_min_k", 2048}});
+  with({{"wgmma_dual_tile", 1}});  // the harness's fastest dual tile at Gemma's M = 816 alone
   return space;
 }
 
@@ -203,6 +225,7 @@ DefaultScheduleOptions schedule_options(const Candidate& c) {
   set("column_row_threads", o.column_row_threads);
   set("gemv_warps", o.gemv_warps);
   set("wgmma_wide_min_k", o.wgmma_wide_min_k);
+  set("wgmma_dual_tile", o.wgmma_dual_tile);
   return o;
 }
 

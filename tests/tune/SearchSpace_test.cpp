@@ -78,6 +78,50 @@ TEST(SearchSpace, ContractionKernelHasTemplateKnobsThatReachItsSchedule) {
   EXPECT_EQ(s.illegal_reason(c), "not a point of the space");
 }
 
+// The dual tile knob exists where the kernel runs a dual product (a gated MLP's gate and up) and
+// reaches the schedule's dual Hopper tile; a single contraction has no such knob.
+TEST(SearchSpace, DualProductKernelHasTheDualTileKnob) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {ir::var("tokens"), ir::Expr(256)});
+  const int wg = t.input("wg", DType::Float16, {ir::Expr(256), ir::Expr(512)});
+  const int wu = t.input("wu", DType::Float16, {ir::Expr(256), ir::Expr(512)});
+  const int gate = t.node("gate", OpKind::MatMul, {x, wg});
+  const int up = t.node("up", OpKind::MatMul, {x, wu});
+  t.output(t.node("prod", OpKind::Mul, {t.node("act", OpKind::Tanh, {gate}), up}));
+  const SearchSpace dual = search_space(test::only_kernel(t.graph), codegen::Target::Cuda);
+  ASSERT_TRUE(dual.default_candidate().count("wgmma_dual_tile"))
+      << candidate_text(dual.default_candidate());
+  auto dual_tile_of = [&](const Candidate& c) {
+    const Schedule sched =
+        default_gpu_schedule(dual.kernel.inputs, dual.kernel.outputs, schedule_options(c));
+    for (const te::Tensor& tensor :
+         te::topological_order(dual.kernel.outputs, dual.kernel.inputs)) {
+      const StageSchedule* stage = sched.find(tensor.name());
+      if (stage && stage->gemm_template) return stage->gemm_template->wgmma_dual_tile;
+    }
+    ADD_FAILURE() << "no contraction template in the schedule";
+    return ir::GemmWgmmaTile();
+  };
+  Candidate c = dual.default_candidate();
+  EXPECT_EQ(dual_tile_of(c).bm, 64);
+  EXPECT_TRUE(dual_tile_of(c).pingpong);
+  c["wgmma_dual_tile"] = 1;
+  EXPECT_EQ(dual_tile_of(c).bm, 128);
+  EXPECT_EQ(dual_tile_of(c).stages, 4);
+  EXPECT_FALSE(dual_tile_of(c).dual_halves);
+  c["wgmma_dual_tile"] = 2;
+  EXPECT_TRUE(dual_tile_of(c).dual_halves);
+  EXPECT_EQ(dual.illegal_reason(c), "");
+
+  test::TestGraph single(17, false);
+  const int xs = single.input("x", DType::Float16, {ir::var("tokens"), ir::Expr(256)});
+  const int w = single.input("w", DType::Float16, {ir::Expr(256), ir::Expr(512)});
+  single.output(single.node("proj", OpKind::MatMul, {xs, w}));
+  const SearchSpace one = search_space(test::only_kernel(single.graph), codegen::Target::Cuda);
+  EXPECT_FALSE(one.default_candidate().count("wgmma_dual_tile"))
+      << candidate_text(one.default_candidate());
+}
+
 TEST(SearchSpace, CpuKnobsAreCompilerFlags) {
   const SearchSpace s = search_space(test::only_kernel(test::softmax_graph(4, 64, DType::Float32)), codegen::Target::Cpu);
   EXPECT_EQ(s.size(), 12);

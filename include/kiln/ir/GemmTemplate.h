@@ -15,9 +15,10 @@ struct GemmTile {
   int64_t stages = 3;
 };
 
-// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong, dual_halves>, TileConfig<...>>
-// (wgmma + TMA; runs on sm_90 devices from sm_90a builds, else the TileConfig's mma.sync kernel).
-// dual_halves (dual products): one bm x bn accumulator tile holds bn/2 columns of each B.
+// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong, dual_halves>,
+// TileConfig<...>> (wgmma + TMA; runs on sm_90 devices from sm_90a builds, else the TileConfig's
+// mma.sync kernel). dual_halves (dual products): one bm x bn accumulator tile holds bn/2 columns of
+// each B.
 struct GemmWgmmaTile {
   int64_t bm = 128, bn = 256;
   int64_t stages = 4;

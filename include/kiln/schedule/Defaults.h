@@ -45,6 +45,12 @@ struct DefaultScheduleOptions {
   // configurations are reachable.
   int64_t gemv_warps = 0;
   int64_t wgmma_wide_min_k = 4096;
+  // The Hopper tile of dual products (gate and up sharing A): 0 64x128 ping-pong (the default), 1
+  // 128x128 cooperative with an accumulator set per B, 2 128x128 cooperative half tiles (64 columns
+  // of each B). All three are checked by bench/gemm's harness; which is fastest depends on the
+  // shape (H200, 816 x 16384 x 2048: 192 / 188 / 215 us in the harness, 64x128 ping-pong fastest in
+  // the Gemma block; bench/gemm/NOTES.md, session 10): a tuner knob.
+  int64_t wgmma_dual_tile = 0;
   // Convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh) first (ir::GemmTemplate::
   // conv_wgmma): on by default since session 7, 1.6-2.0x faster than the patch kernel on the CNN's
   // 64->64, 64->128 and 128->128 layers on an H200 (bench/gemm/NOTES_conv.md; channels off 8 keep the
