@@ -128,7 +128,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWg128x128pf8, kWg128x128ovl, kWgDualHalves, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -142,8 +142,6 @@ static const char* path_name(Path p) {
     case kWg128x256: return "wgmma<128,256,4>";
     case kWg256x128: return "wgmma<256,128,4>";
     case kWg128x128: return "wgmma<128,128,6>";
-    case kWg128x128pf8: return "wgmma<128,128,6> L2 prefetch 8 steps";
-    case kWg128x128ovl: return "wgmma<128,128,6> epilogue overlapped";
     case kWgDualHalves: return "wgmma<128,128,6,dual halves>";
     case kWg128x128s4: return "wgmma<128,128,4>";
     case kWg128x256sk: return "wgmma<128,256,4>+splitK ws";
@@ -176,16 +174,6 @@ static const char* path_name(Path p) {
 static void* g_big_ws = nullptr;
 static const int64_t kBigWsBytes = int64_t(64) << 20;
 
-// Variants of the narrow tile (session 10, both measured slower, bench/gemm/NOTES.md): the first 8
-// k-steps of the CTA's next tile prefetched into L2, and the epilogue overlapped by the next
-// tile's first k-steps.
-struct Wg128x128Prefetch8 : kg::WgmmaConfig<128, 128, 6> {
-  static constexpr int kL2PrefetchSteps = 8;
-};
-struct Wg128x128Overlapped : kg::WgmmaConfig<128, 128, 6> {
-  static constexpr bool kOverlapEpilogue = true;
-};
-
 // Which paths an epilogue is instantiated with (keeps the harness's compile time down).
 template <typename E>
 cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int64_t ws_bytes, cudaStream_t s) {
@@ -210,13 +198,6 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
     case kWg128x128:
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 6>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
       break;
-    case kWg128x128pf8:
-      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, Wg128x128Prefetch8, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
-      break;
-    case kWg128x128ovl:
-      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, Wg128x128Overlapped, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
-      break;
-
     case kWgDualHalves:  // dual products as one 128 x 128 accumulator tile: 64 columns of each B
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 6, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
@@ -600,7 +581,7 @@ static void run_checks() {
         } else if (epi == Epi::BiasGelu) {
           add_paths(paths, {kWg128x256, kWgPP128x128, kWg128x128});
         } else {
-          add_paths(paths, {kWg128x256, kWg128x128, kWg128x128pf8, kWg128x128ovl, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kSimt});
+          add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kSimt});
         }
       } else if (epi == Epi::GateUp) {
         add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4});
@@ -694,7 +675,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     } else if (s.m <= 51) {
       add_paths(paths, {kTc64x128, kTc128x128});
     } else if (g_wg_only) {
-      add_paths(paths, {kWg128x256, kWg128x128, kWg128x128pf8, kWg128x128ovl, kWgPP128x128, kWgPP64x256});
+      add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256});
       if (s.m <= 1024) add_paths(paths, {kWg128x128sk});
     } else {
       add_paths(paths, {kTc128x128, kTc128x256, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64,

@@ -53,13 +53,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* tensor_map
       : "memory");
 }
 
-// An L2 prefetch of the box at those coordinates (no shared memory, no completion to wait for).
-__device__ __forceinline__ void tma_prefetch_l2_3d(const void* tensor_map, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(reinterpret_cast<uint64_t>(tensor_map)),
-               "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
-
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));

@@ -35,13 +35,6 @@
 // Dual products (Epilogue::kNumB == 2) load both B tiles per stage and share A; accumulators
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
 // holds BN/2 columns of each B (the gate*up of a 128 x 64 output tile from one 128 x 128 wgmma).
-//
-// Variants kept in code (WgmmaConfig's kOverlapEpilogue and kL2PrefetchSteps, DUAL_HALVES; measured
-// in bench/gemm/NOTES.md, session 10): the overlapped epilogue (cooperative tiles whose
-// accumulators fit twice in a consumer's registers, e.g. 128 x 128 single or dual halves: a
-// finished tile's sums are copied aside and its epilogue runs one column chunk after each of the
-// next tile's first k-steps is issued; 2-4% slower, off), and the L2 prefetch of the CTA's next
-// tile by the producer (25-30% slower, off).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -68,14 +61,6 @@ struct WgmmaConfig {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // Variants (a config deriving from this one may change them; bench/gemm/NOTES.md, session 10):
-  // kOverlapEpilogue: cooperative tiles whose accumulators fit twice in a consumer's registers run
-  // a tile's epilogue under the next tile's first k-steps (measured 2-4% slower: off);
-  // kL2PrefetchSteps: the producer prefetches that many k-steps of the CTA's next tile into L2
-  // when it starts a tile (0: none; 8 measured 25-30% slower at K = 2048, 32 twice as slow: the
-  // extra L2 requests cost more than the DRAM latency they hide).
-  static constexpr bool kOverlapEpilogue = false;
-  static constexpr int kL2PrefetchSteps = 0;
 };
 
 }  // namespace kiln::gemm
@@ -137,10 +122,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves;
   using L = WgmmaLayout<Config, NB>;
   constexpr int NA = L::kAccB, WB = L::kOutCols, EB = WB / 2;  // accumulator sets, output columns and their accumulators
-  // (Not for a per-row reader with prefetch(): its addresses of a chunk next to two accumulator
-  // sets spill, 140 bytes at 128 x 128; such residual GEMMs have few tiles per CTA anyway.)
-  constexpr bool kOverlap =
-      Config::kOverlapEpilogue && !kPingPong && 2 * NA * MI * (BN / 2) <= 128 && !EpilogueHasPrefetch<Epilogue>::value;
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
   const uint32_t base = (smem_addr(wgmma_smem) + 1023u) & ~1023u;
   const uint32_t bars = base + S * L::kStageBytes;
@@ -184,58 +165,34 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      // The TMA copies of k-step ks of a unit into stage address st (completing on barrier bar), or
-      // with `prefetch` only their L2 prefetches (no shared memory, no barrier).
-      auto copies = [&](bool prefetch, uint32_t st, uint32_t bar, int ks, int tm, int tn, int ba, int bb) {
-        auto copy = [&](uint32_t dst, const void* map, int c0, int c1, int c2) {
-          if (prefetch) {
-            tma_prefetch_l2_3d(map, c0, c1, c2);
-          } else {
-            tma_load_3d(dst, map, bar, c0, c1, c2);
-          }
-        };
-        const int kc = ks * BK;
-        if constexpr (kAk) {
-          copy(st, &tma_a, kc, tm * BM, ba);
-        } else {
-#pragma unroll
-          for (int c = 0; c < BM / 64; ++c) copy(st + 8192u * c, &tma_a, tm * BM + 64 * c, kc, ba);
-        }
-#pragma unroll
-        for (int j = 0; j < NB; ++j) {
-          // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
-          const void* map = j == 0 ? &tma_b0 : &tma_b1;
-          const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
-          if constexpr (kBk) {
-            copy(dst, map, kc, tn * WB, bb);
-          } else {
-#pragma unroll
-            for (int c = 0; c < WB / 64; ++c) copy(dst + 8192u * c, map, tn * WB + 64 * c, kc, bb);
-          }
-        }
-      };
       for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
         int b, tm, tn, split, ks0, ks1;
         decode(u, b, tm, tn, split);
         k_range(split, ks0, ks1);
         const int ba = args.a_batched ? b : 0, bb = args.b_batched ? b : 0;
-        if constexpr (Config::kL2PrefetchSteps > 0) {
-          // The CTA's next unit's first k-steps into L2 now, a whole tile ahead: at a tile change
-          // every CTA needs new B columns at once, and the ring alone requests them only STAGES
-          // k-steps before they are used.
-          if (u + gridDim.x < args.units) {
-            int nb, ntm, ntn, nsplit, nks0, nks1;
-            decode(u + gridDim.x, nb, ntm, ntn, nsplit);
-            k_range(nsplit, nks0, nks1);
-            const int nks_end = nks0 + Config::kL2PrefetchSteps < nks1 ? nks0 + Config::kL2PrefetchSteps : nks1;
-            for (int ks = nks0; ks < nks_end; ++ks)
-              copies(true, 0, 0, ks, ntm, ntn, args.a_batched ? nb : 0, args.b_batched ? nb : 0);
-          }
-        }
         for (int ks = ks0; ks < ks1; ++ks) {
           mbar_wait(empty(stage), phase ^ 1u);
           mbar_expect_tx(full(stage), L::kStageBytes);
-          copies(false, base + uint32_t(stage) * L::kStageBytes, full(stage), ks, tm, tn, ba, bb);
+          const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
+          const int kc = ks * BK;
+          if constexpr (kAk) {
+            tma_load_3d(st, &tma_a, full(stage), kc, tm * BM, ba);
+          } else {
+#pragma unroll
+            for (int c = 0; c < BM / 64; ++c) tma_load_3d(st + 8192u * c, &tma_a, full(stage), tm * BM + 64 * c, kc, ba);
+          }
+#pragma unroll
+          for (int j = 0; j < NB; ++j) {
+            // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
+            const void* map = j == 0 ? &tma_b0 : &tma_b1;
+            const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
+            if constexpr (kBk) {
+              tma_load_3d(dst, map, full(stage), kc, tn * WB, bb);
+            } else {
+#pragma unroll
+              for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
+            }
+          }
           if (++stage == S) stage = 0, phase ^= 1u;
         }
       }
@@ -248,12 +205,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc[NA][MI][BN / 2];
-    // kOverlap: a finished tile's sums wait in `held` for their epilogue, which runs one column
-    // chunk per k-step of the CTA's next tile, after that k-step's wgmmas are issued, so that the
-    // tensor cores work while the epilogue does; `pending` chunks of it are left.
-    float held[NA][MI][BN / 2];
-    int pending = 0, held_b = 0;
-    int64_t held_m0 = 0, held_n0 = 0;
 
     // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of a
     // thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2. at(v, j, mi, e): B
@@ -274,8 +225,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     // (consecutive threads, consecutive columns: coalesced stores and loads), a per-row reader
     // with prefetch() having the chunk's loads prefetched before its calls. A long functor runs
     // in a rolled loop over the chunks (straight-line code for every accumulator overflows the
-    // instruction cache), as does the overlapped epilogue; after each chunk the accumulators shift
-    // down by one chunk, since registers cannot be indexed at run time.
+    // instruction cache); after each chunk the accumulators shift down by one chunk, since
+    // registers cannot be indexed at run time.
     constexpr int CN = L::kEpiCols, CS = L::kEpiStride, CH = CN / 2;  // CH: per m64 block and B
     constexpr int kChunks = WB / CN;
     constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : kChunks;
@@ -417,15 +368,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         }
         wgmma_commit();
-        if constexpr (kOverlap) {
-          // One chunk of the held tile with this stage's and the previous one's wgmmas in flight;
-          // on this tile's last k-step, every chunk left (a K shorter than the chunks).
-          if (pending > 0) {
-            const int last = ks + 1 == ks1 ? 0 : pending - 1;
-#pragma unroll 1
-            for (; pending > last; --pending) epilogue_chunk(held, held_b, held_m0, held_n0, kChunks - pending);
-          }
-        }
         wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
         if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
         prev = stage;
@@ -464,22 +406,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         continue;
       }
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
-      if constexpr (kOverlap) {
-#pragma unroll
-        for (int j = 0; j < NA; ++j)
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int e = 0; e < BN / 2; ++e) held[j][mi][e] = acc[j][mi][e];
-        pending = kChunks, held_b = b, held_m0 = m0, held_n0 = n0;
-      } else {
 #pragma unroll kChunkUnroll
-        for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
-      }
-    }
-    if constexpr (kOverlap) {  // the CTA's last tile
-#pragma unroll 1
-      for (; pending > 0; --pending) epilogue_chunk(held, held_b, held_m0, held_n0, kChunks - pending);
+      for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
     }
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
   }

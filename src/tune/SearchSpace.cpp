@@ -69,9 +69,9 @@ bool has_dual_product(const codegen::KernelDefinition& kernel, const Schedule& s
 
 // The contraction templates' knobs, where the kernel calls one (a stage with a gemm_template):
 // the small-M kernel's warps per block, the K from which the wide Hopper tile runs, and the Hopper
-// tile of dual products. Every value is a configuration the tests compile and the GPU harness
-// checks (bench/gemm), so none is illegal; the other tile shapes and stages stay fixed until the
-// harness checks more of them.
+// tile of dual products. Every value is a configuration the GPU harness checks (bench/gemm), so
+// none is illegal (the CI compile tests build the default ones); the other tile shapes and stages
+// stay fixed until the harness checks more of them.
 void add_contraction_knobs(SearchSpace& space) {
   const Schedule s = default_gpu_schedule(space.kernel.inputs, space.kernel.outputs);
   bool gemv = false, wgmma = false;
