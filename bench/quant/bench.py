@@ -19,11 +19,15 @@ SHAPES = [(16384, 2048), (2048, 16384), (4096, 1024), (1024, 4096)]  # (N, K)
 # edges; the Gemma MLP chain at M = 1 and 4), so that one device call of a few minutes checks and
 # times them.
 QUICK = os.environ.get("QUANT_BENCH_QUICK") == "1"
-MS = [1, 4, 16] if QUICK else [1, 4, 16, 51, 816]
-MS_TIME = [1, 2, 3, 4, 8, 16] if QUICK else [1, 2, 3, 4, 8, 16, 51, 816]  # timed; MS are checked (all variants), 2 and 3 below
-MLP_CHECK_MS = [1, 4] if QUICK else [1, 4, 51, 816]
-GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]
-M1_VARIANTS = ["5", "8", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["5", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]  # timed at M = 1
+# QUANT_BENCH_GEMM=1: the GEMM rows only (M = 51 and 816, every GEMM variant, the GEMM edges, the
+# Gemma MLP chain at M = 816 and the action expert's at M = 51; GEMV variants 5 and 8 only, at M = 1).
+GEMM_ONLY = os.environ.get("QUANT_BENCH_GEMM") == "1"
+MS = [1, 4, 16] if QUICK else [1, 51, 816] if GEMM_ONLY else [1, 4, 16, 51, 816]
+MS_TIME = [1, 2, 3, 4, 8, 16] if QUICK else [51, 816] if GEMM_ONLY else [1, 2, 3, 4, 8, 16, 51, 816]  # timed; MS are checked (all variants), 2 and 3 below
+MLP_CHECK_MS = [1, 4] if QUICK else [51, 816] if GEMM_ONLY else [1, 4, 51, 816]
+GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["5", "8"] if GEMM_ONLY else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]
+M1_VARIANTS = ["5", "8", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["5", "8"] if GEMM_ONLY else ["5", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]  # timed at M = 1
+GEMM_VARIANTS = ["g1", "g2", "g3", "g4"]  # checked at M > 16
 
 FMTS = ["nvfp4", "mxfp4", "int4"]
 BOUND = {torch.bfloat16: 8e-3, torch.float16: 2e-3}  # rel. L2 error vs fp64 reference of dequant(W)
@@ -231,7 +235,7 @@ def main():
     log("")
     ok = {}
     variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True, "15": True, "16": True, "17": True, "18": True, "19": True}
-    gemm_ok = {"1": True, "2": True, "3": True}
+    gemm_ok = {"1": True, "2": True, "3": True, "4": True}
     gemm3_paths = set()  # what the GEMM variant-3 calls ran ("wgmma" or the fallback's reason)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
@@ -254,7 +258,7 @@ def main():
                     call = kq.Call(lib, name, [x] + kk.args() + [y], ws)
                     e = 0.0
                     # M <= 16: every GEMV variant; M > 16: both GEMM variants (fresh x for each)
-                    for variant in (GEMV_VARIANTS if m <= 16 else ["g1", "g2", "g3"]):
+                    for variant in (GEMV_VARIANTS if m <= 16 else GEMM_VARIANTS):
                         if m <= 16:
                             os.environ["KILN_QUANT_GEMV_VARIANT"] = variant
                         else:
@@ -266,8 +270,8 @@ def main():
                             call()
                             torch.cuda.synchronize()
                             ev = rel_err(y, ref)
-                            if variant == "g3":
-                                gemm3_paths.add(lib.kiln_w4_last_gemm_path().decode())
+                            if variant in ("g3", "g4"):
+                                gemm3_paths.add(f"{variant}: {lib.kiln_w4_last_gemm_path().decode()}")
                         except RuntimeError as ex:  # a refused or failed launch fails the variant, not the run
                             ev = float("inf")
                             log(f"- ERROR variant {variant}: {name} n={n} k={k} m={m}: {str(ex).splitlines()[0][:160]}")
@@ -328,7 +332,7 @@ def main():
     e9 = {}
     paths9 = {}
     os.environ["KILN_QUANT_GEMV9_ANY_CLUSTER"] = "1"  # run the cluster plans even where not all resident
-    for (n, k) in ([] if QUICK else [(192, 768), (320, 2560), (208, 1024), (2048, 16384)]):
+    for (n, k) in ([] if QUICK or GEMM_ONLY else [(192, 768), (320, 2560), (208, 1024), (2048, 16384)]):
         w = weights(n, k, 313 + k)
         for fmt, group in [("nvfp4", 16), ("mxfp4", 32), ("int4", 32), ("int4", 64), ("int4", 128)]:
             for dt in [torch.bfloat16, torch.float16]:
@@ -355,7 +359,7 @@ def main():
                         log(f"- FAIL GEMV variant 9: {name} g={group} n={n} k={k} m={m}: rel err {e:.3e}")
     for (n, k), e in sorted(e9.items()):
         log(f"- GEMV variant 9 edges n={n} k={k} (M = 1, 2, 7, 8, 9, 13, 16; nvfp4, mxfp4, int4 g32/64/128; f16, bf16; KILN_QUANT_GEMV9_ANY_CLUSTER=1): ran {sorted(paths9.get((n, k), []))}; worst rel err {e:.2e}")
-    for (h, i) in ([] if QUICK else [(1024, 4096), (2048, 16384), (16384, 1024)]):  # the last: clusters of 8 with the gated epilogue
+    for (h, i) in ([] if QUICK or GEMM_ONLY else [(1024, 4096), (2048, 16384), (16384, 1024)]):  # the last: clusters of 8 with the gated epilogue
         wg, wu = weights(i, h, 11), weights(i, h, 12)
         for fmt in FMTS:
             qg, qu = quantize(wg, fmt), quantize(wu, fmt)
@@ -375,7 +379,7 @@ def main():
     os.environ.pop("KILN_QUANT_GEMV9_ANY_CLUSTER", None)
     log("- GEMV variants 5 and 9, fused gate/up (swiglu) 1024->4096, 2048->16384 and 16384->1024, M = 4 and 16, all formats (cluster plans forced): checked")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
-    # GEMM variant 3 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
+    # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
     # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split) and
     # 8192 (split-K); N = 272 is not a multiple of 128: the fallback (its reason is printed).
     e3 = {}
@@ -385,29 +389,32 @@ def main():
             for dt in [torch.bfloat16, torch.float16]:
                 q = kq.quantize(w, fmt, group=group, scale_dtype=dt) if fmt == "int4" else quantize(w, fmt)
                 kw, wd = kq.KernelWeight(q), q.dequant().double()
-                for m in [17, 51, 200, 816]:
-                    for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
-                        os.environ["KILN_QUANT_WGMMA_BN"] = bn
-                        x = torch.randn(m, k, device=dev).to(dt)
-                        y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
-                        name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
-                        try:
-                            kq.Call(lib, name, [x] + kw.args() + [y], ws)()
-                            torch.cuda.synchronize()
-                            e = rel_err(y, x.double() @ wd.T)
-                        except RuntimeError as ex:
-                            e = float("inf")
-                            log(f"- ERROR GEMM variant 3 {name} n={n} k={k} m={m}: {str(ex).splitlines()[0][:160]}")
-                        path = lib.kiln_w4_last_gemm_path().decode()
-                        key = (n, k, path)
-                        e3[key] = max(e3.get(key, 0.0), e)
-                        if not e < BOUND[dt]:
-                            gemm_ok["3"] = False
-                            log(f"- FAIL GEMM variant 3 ({path}): {name} g={group} n={n} k={k} m={m} bn={bn or 'plan'}: rel err {e:.3e}")
+                for gv in ["3", "4"]:
+                    os.environ["KILN_QUANT_GEMM_VARIANT"] = gv
+                    for m in [17, 51, 200, 816]:
+                        for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
+                            os.environ["KILN_QUANT_WGMMA_BN"] = bn
+                            x = torch.randn(m, k, device=dev).to(dt)
+                            y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
+                            name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
+                            try:
+                                kq.Call(lib, name, [x] + kw.args() + [y], ws)()
+                                torch.cuda.synchronize()
+                                e = rel_err(y, x.double() @ wd.T)
+                            except RuntimeError as ex:
+                                e = float("inf")
+                                log(f"- ERROR GEMM variant {gv} {name} n={n} k={k} m={m}: {str(ex).splitlines()[0][:160]}")
+                            path = lib.kiln_w4_last_gemm_path().decode()
+                            key = (gv, n, k, path)
+                            e3[key] = max(e3.get(key, 0.0), e)
+                            if not e < BOUND[dt]:
+                                gemm_ok[gv] = False
+                                log(f"- FAIL GEMM variant {gv} ({path}): {name} g={group} n={n} k={k} m={m} bn={bn or 'plan'}: rel err {e:.3e}")
     os.environ.pop("KILN_QUANT_WGMMA_BN", None)
-    for (n, k, path), e in sorted(e3.items()):
-        log(f"- GEMM variant 3 edges n={n} k={k} (M = 17, 51, 200, 816; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")
-    log(f"- GEMM variant 3 in the shape loop ran: {sorted(gemm3_paths)}")
+    os.environ["KILN_QUANT_GEMM_VARIANT"] = "3"
+    for (gv, n, k, path), e in sorted(e3.items()):
+        log(f"- GEMM variant {gv} edges n={n} k={k} (M = 17, 51, 200, 816; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")
+    log(f"- GEMM variants 3 and 4 in the shape loop ran: {sorted(gemm3_paths)}")
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
     # kiln columns: the library's default GEMV (KILN_QUANT_GEMV_VARIANT unset: variant 8 at M = 1,
@@ -464,21 +471,26 @@ def main():
             qg, qu, qd = quantize(wg, fmt), quantize(wu, fmt), quantize(wdn, fmt)
             gu, dn = kq.KernelWeight(qg, qu), kq.KernelWeight(qd)
             for m in MLP_CHECK_MS:
-                x = torch.randn(m, h, device=dev).to(torch.bfloat16)
-                xd = x.double()
-                g_ref, u_ref = xd @ qg.dequant().double().T, xd @ qu.dequant().double().T
-                h_ref = F.gelu(g_ref, approximate="tanh") * u_ref
-                y_ref = h_ref @ qd.dequant().double().T
-                y = torch.full((m, h), float("nan"), device=dev, dtype=torch.bfloat16)
-                kq.Call(lib, f"w4_mlp_{fmt}_bf16_geglu", [x] + gu.args() + dn.args() + [y], ws)()
-                hh = torch.full((m, i), float("nan"), device=dev, dtype=torch.bfloat16)
-                kq.Call(lib, f"w4_gate_up_{fmt}_bf16_swiglu", [x] + gu.args() + [hh], ws)()
-                torch.cuda.synchronize()
-                e1 = rel_err(y, y_ref)
-                e2 = rel_err(hh, F.silu(g_ref) * u_ref)
-                good = e1 < 1.5e-2 and e2 < 1e-2
-                ok[(fmt, "mlp", h, m)] = good
-                log(f"- mlp {fmt} {h}->{i}->{h} m={m}: geglu mlp rel err {e1:.2e}, swiglu gate_up {e2:.2e}{'' if good else '  FAIL'}")
+                for gv in (["3", "4"] if m > 16 else ["3"]):  # GEMM variants 3 and 4 at M > 16
+                    os.environ["KILN_QUANT_GEMM_VARIANT"] = gv
+                    x = torch.randn(m, h, device=dev).to(torch.bfloat16)
+                    xd = x.double()
+                    g_ref, u_ref = xd @ qg.dequant().double().T, xd @ qu.dequant().double().T
+                    h_ref = F.gelu(g_ref, approximate="tanh") * u_ref
+                    y_ref = h_ref @ qd.dequant().double().T
+                    y = torch.full((m, h), float("nan"), device=dev, dtype=torch.bfloat16)
+                    kq.Call(lib, f"w4_mlp_{fmt}_bf16_geglu", [x] + gu.args() + dn.args() + [y], ws)()
+                    hh = torch.full((m, i), float("nan"), device=dev, dtype=torch.bfloat16)
+                    kq.Call(lib, f"w4_gate_up_{fmt}_bf16_swiglu", [x] + gu.args() + [hh], ws)()
+                    torch.cuda.synchronize()
+                    e1 = rel_err(y, y_ref)
+                    e2 = rel_err(hh, F.silu(g_ref) * u_ref)
+                    good = e1 < 1.5e-2 and e2 < 1e-2
+                    ok[(fmt, "mlp", h, m)] = ok.get((fmt, "mlp", h, m), True) and good
+                    if not good and m > 16:
+                        gemm_ok[gv] = False
+                    log(f"- mlp {fmt} {h}->{i}->{h} m={m}{f' GEMM variant {gv}' if m > 16 else ''}: geglu mlp rel err {e1:.2e}, swiglu gate_up {e2:.2e}{'' if good else '  FAIL'}")
+            os.environ["KILN_QUANT_GEMM_VARIANT"] = "3"
     log("")
 
     # ---- timing ----
@@ -488,7 +500,7 @@ def main():
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
     log(f"kiln columns: GEMV variant {default_variant} ('lib': the library default, KILN_QUANT_GEMV_VARIANT unset), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs, variant 3 with 64 / 128-token tiles µs (M > 16) |")
+    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs; variant 3 with 64 / 128-token tiles; variant 4 with 64 / 128-token tiles µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -548,7 +560,7 @@ def main():
                 row += f" {t:.1f} | {gbs:.0f} | {100 * ceil[(fmt, n, k)] / t:.0f}% | {t_bf / t:.2f} |"
             if m > 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128")]:
+                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128"), ("4", "64"), ("4", "128")]:
                     if not gemm_ok[variant] or (bn == "64" and m > 64):
                         tv.append("-")
                         continue
@@ -558,7 +570,7 @@ def main():
                     tv.append(f"{time_calls(calls):.1f}")
                 os.environ.pop("KILN_QUANT_WGMMA_BN", None)
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
-                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:])} |"
+                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:4])}; {' / '.join(tv[4:])} |"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), m in (2, 8)):
                 tv = []
                 for variant in (M1_VARIANTS if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9", "19"] if m <= 8 else ["5", "9"]):
@@ -638,10 +650,12 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 / 19 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 (M > 16) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 / 19 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 / 3 / 4 but the kiln column's (M > 16) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
-    mlps = [(2048, 16384, [1, 4], "Gemma-2B 2048→16384→2048")] if QUICK else [(2048, 16384, [1, 4, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [16, 51], "action expert 1024→4096→1024")]
+    mlps = ([(2048, 16384, [1, 4], "Gemma-2B 2048→16384→2048")] if QUICK else
+            [(2048, 16384, [816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [51], "action expert 1024→4096→1024")] if GEMM_ONLY else
+            [(2048, 16384, [1, 4, 816], "Gemma-2B 2048→16384→2048"), (1024, 4096, [16, 51], "action expert 1024→4096→1024")])
     for (h, i, mlist, label) in mlps:
         per_layer_bf16 = 3 * h * i * 2
         layers = max(18, -(-4 * l2 // per_layer_bf16))
@@ -679,7 +693,7 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18", "19"] if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g" + default_gemm]):
+                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18", "19"] if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g3", "g4"]):
                     if QUICK and variant in ("12", "13"):
                         continue
                     if not (variant_ok[variant] if m <= 16 else gemm_ok[variant[1]]):
@@ -692,9 +706,9 @@ def main():
                     calls = [kq.Call(lib, "w4_mlp_nvfp4_bf16_geglu", [bufs[j]] + qw["nvfp4"][j][0].args() + qw["nvfp4"][j][1].args() + [bufs[j + 1]], ws)
                              for j in range(layers)]
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
-                    if variant != "g3":  # (g3 = the kiln column: timed there)
+                    if variant != "g" + default_gemm:  # (the kiln column: timed there)
                         tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19", "g2", "g3"):
+                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19", "g2", "g3", "g4"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"

@@ -415,7 +415,7 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     // The weight as W'[OC][taps][C] (3-D map: C, taps, OC; box 64 x 1 x BM).
     CUtensorMap mw, mx;
     detail::TensorMapKey kw{};
-    kw.data = workspace, kw.rank = 3, kw.bf16 = bf16;
+    kw.data = workspace, kw.rank = 3, kw.element = bf16 ? detail::kMapBf16 : detail::kMapF16;
     kw.dims[0] = uint64_t(padded), kw.dims[1] = uint64_t(taps), kw.dims[2] = uint64_t(p.m), kw.dims[3] = 1;
     kw.strides[0] = uint64_t(padded * 2), kw.strides[1] = uint64_t(padded * taps * 2);
     kw.box[0] = 64, kw.box[1] = 1, kw.box[2] = uint32_t(Config::BM), kw.box[3] = 1;
@@ -423,7 +423,7 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     // lands as [64 w][64 c].
     T* const x_nhwc = static_cast<T*>(workspace) + p.m * taps * padded;
     detail::TensorMapKey kx{};
-    kx.data = x_nhwc, kx.rank = 4, kx.bf16 = bf16;
+    kx.data = x_nhwc, kx.rank = 4, kx.element = bf16 ? detail::kMapBf16 : detail::kMapF16;
     kx.dims[0] = uint64_t(padded), kx.dims[1] = uint64_t(s.width), kx.dims[2] = uint64_t(s.height), kx.dims[3] = uint64_t(images);
     kx.strides[0] = uint64_t(padded * 2), kx.strides[1] = uint64_t(s.width * padded * 2),
     kx.strides[2] = uint64_t(padded * s.height * s.width * 2);

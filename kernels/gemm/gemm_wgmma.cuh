@@ -428,15 +428,19 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// A tiled tensor map (128-byte swizzle) of rank 3 (a GEMM operand: contiguous axis, strided axis,
-// flat batch) or 4 (conv_wgmma.cuh's image). No padding bytes, so memcmp compares the fields only.
+// Element type and swizzle of a tensor map: 16-bit floats with the 128-byte swizzle (GEMM and conv
+// operands), or bytes with the 64-byte swizzle (kernels/quant's packed 4-bit weights, 64-byte rows).
+enum TensorMapElement : int32_t { kMapF16 = 0, kMapBf16 = 1, kMapU8Swizzle64 = 2 };
+
+// A tiled tensor map of rank 3 (a GEMM operand: contiguous axis, strided axis, flat batch) or 4
+// (conv_wgmma.cuh's image). No padding bytes, so memcmp compares the fields only.
 struct TensorMapKey {
   const void* data;
   uint64_t dims[4];
   uint64_t strides[3];              // bytes, axes 1 .. rank - 1
   uint32_t box[4] = {0, 0, 1, 1};   // box[k] for k >= 2: 1 unless set
   uint32_t rank = 3;
-  int32_t bf16;
+  int32_t element;  // TensorMapElement
   bool operator==(const TensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
 static_assert(sizeof(TensorMapKey) == 88, "TensorMapKey: no padding bytes");
@@ -456,9 +460,12 @@ inline bool encode_tensor_map(const TensorMapKey& key, CUtensorMap& out) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) return false;
   const cuuint32_t elem[4] = {1, 1, 1, 1};
-  const CUresult r = encode(&out, key.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, key.rank,
-                            const_cast<void*>(key.data), key.dims, key.strides, key.box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUtensorMapDataType type = key.element == kMapU8Swizzle64 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : key.element == kMapBf16      ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapSwizzle swizzle = key.element == kMapU8Swizzle64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+  const CUresult r = encode(&out, type, key.rank, const_cast<void*>(key.data), key.dims, key.strides, key.box, elem,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return false;
   keys[next] = key;
   maps[next] = out;
@@ -505,7 +512,7 @@ inline bool operand_tensor_map(const Problem& p, const Operand& op, int64_t mn, 
   key.strides[1] = uint64_t(batched ? bstride * kEl : outer_stride * kEl * outer);
   if (key.strides[0] >= (uint64_t(1) << 40) || key.strides[1] >= (uint64_t(1) << 40)) return false;
   key.box[0] = 64, key.box[1] = uint32_t(k_major ? rows : 64);
-  key.bf16 = bf16;
+  key.element = bf16 ? kMapBf16 : kMapF16;
   return encode_tensor_map(key, out);
 }
 

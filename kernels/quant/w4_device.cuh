@@ -95,19 +95,24 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// Pair p (elements 2p, 2p + 1) of a weight word in kernel nibble order as a 16-bit float pair,
+// before the block scale.
+template <Format F, bool BF16>
+__device__ __forceinline__ uint32_t decode_pair(uint32_t w, int p) {
+  if constexpr (F == Format::Int4) {
+    return ((w >> (4 * p)) & 0x000f000fu) | (BF16 ? 0x43004300u : 0x64006400u);
+  } else {
+    const uint32_t t = w << (12 - 4 * p);
+    return (t & 0x80008000u) | ((t & 0x70007000u) >> (BF16 ? 6 : 3));
+  }
+}
+
 // The 4 pairs of a weight word as 16-bit float pairs, before the block scale.
 template <Format F, bool BF16>
 __device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&out)[4]) {
   w = kernel_nibbles(w);  // w4_nibbles.h: the identity unless the weights are in exported order
 #pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    if constexpr (F == Format::Int4) {
-      out[p] = ((w >> (4 * p)) & 0x000f000fu) | (BF16 ? 0x43004300u : 0x64006400u);
-    } else {
-      const uint32_t t = w << (12 - 4 * p);
-      out[p] = (t & 0x80008000u) | ((t & 0x70007000u) >> (BF16 ? 6 : 3));
-    }
-  }
+  for (int p = 0; p < 4; ++p) out[p] = decode_pair<F, BF16>(w, p);
 }
 
 // Per-(row, block) scale data as loaded (raw bits), and its expansion into pair multipliers.

@@ -128,6 +128,38 @@ __device__ __forceinline__ void decode_slot(const LinearParams& p, const uint8_t
 }  // namespace sm90w4
 #endif
 
+// The epilogue of variants 3 and 4: warp `warp` of the consumer warpgroup whose 64 rows start at
+// `row0` holds, per thread, BN/2 fp32 sums of wgmma m64nBN's accumulator layout (element 4i + e:
+// row 16 warp + lane/4 + 8 (e/2), token tok0 + 8i + 2 (lane%4) + e%2). Split-K (p.partial): raw
+// sums added with atomics; else the sums times row_factor (format power of two, NVFP4 tensor
+// scale), through the epilogue functor or the fused gate/up's act(gate) * up.
+template <Format F, typename T, int BN, class Ep>
+__device__ __forceinline__ void wgmma_w4_epilogue(const LinearParams& p, const Ep& ep, const float (&acc)[BN / 2], int row0,
+                                                  int tok0, int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  const int rg = row0 + 16 * warp + g;  // rows rg (gate when fused) and rg + 8 (up)
+  const bool gated = p.act != Activation::None;
+  const float f0 = row_factor<T, F>(p, g), f1 = row_factor<T, F>(p, g + 8);
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = tok0 + 8 * i + 2 * t + e;
+      if (tok >= p.m) continue;
+      const float v = acc[4 * i + e], u = acc[4 * i + 2 + e];
+      if (p.partial) {
+        atomicAdd(p.partial + size_t(tok) * p.n + rg, v);
+        atomicAdd(p.partial + size_t(tok) * p.n + rg + 8, u);
+      } else if (gated) {
+        static_cast<T*>(p.y)[size_t(tok) * (p.n / 2) + (rg - g) / 2 + g] = from_float<T>(activate(v * f0, p.act) * (u * f1));
+      } else {
+        ep(0, tok, rg, v * f0);
+        ep(0, tok, rg + 8, u * f1);
+      }
+    }
+  }
+}
+
 template <Format F, typename T, int BN, class Ep>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     w4_wgmma_kernel(const __grid_constant__ CUtensorMap tma_x, LinearParams p, Ep ep) {
@@ -217,30 +249,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
 
-  // Accumulator element 4i + e: row 16 warp + lane/4 + 8 (e/2), token 8i + 2 (lane%4) + e%2.
-  const int g = lane / 4, t = lane % 4;
-  const int rg = row_tile + 64 * c + 16 * warp + g;  // rows rg (gate when fused) and rg + 8 (up)
-  const bool gated = p.act != Activation::None;
-  const float f0 = row_factor<T, F>(p, g), f1 = row_factor<T, F>(p, g + 8);
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int tok = tok0 + 8 * i + 2 * t + e;
-      if (tok >= p.m) continue;
-      const float v = acc[4 * i + e], u = acc[4 * i + 2 + e];
-      if (p.partial) {
-        atomicAdd(p.partial + size_t(tok) * p.n + rg, v);
-        atomicAdd(p.partial + size_t(tok) * p.n + rg + 8, u);
-      } else if (gated) {
-        static_cast<T*>(p.y)[size_t(tok) * (p.n / 2) + (rg - g) / 2 + g] =
-            from_float<T>(activate(v * f0, p.act) * (u * f1));
-      } else {
-        ep(0, tok, rg, v * f0);
-        ep(0, tok, rg + 8, u * f1);
-      }
-    }
-  }
+  wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
 #endif
 }
 

@@ -9,6 +9,7 @@
 
 #include "w4_gemm.cuh"
 #include "w4_gemm_sm90.cuh"
+#include "w4_gemm_sm90_rs.cuh"
 #include "w4_gemv_async.cuh"
 #include "w4_gemv_mma.cuh"
 #include "w4_gemv_mma8.cuh"
@@ -113,12 +114,13 @@ inline bool pdl_enabled() {
   return !(pdl && pdl[0] == '0');
 }
 
-// GEMM variant for M >= 17: 3 (w4_gemm_sm90.cuh, wgmma) where plan_wgmma takes the call, else
-// 1 (w4_gemm.cuh); KILN_QUANT_GEMM_VARIANT=1 or 2 selects an mma.sync variant (2 is checked but
-// not the default, NOTES.md session 3), 3 the default.
+// GEMM variant for M >= 17: 3 (w4_gemm_sm90.cuh, wgmma on weights decoded into shared memory)
+// where plan_wgmma takes the call, else 1 (w4_gemm.cuh); KILN_QUANT_GEMM_VARIANT=1 or 2 selects an
+// mma.sync variant (2 is checked but not the default, NOTES.md session 3), 3 the default, 4 the
+// wgmma on weights decoded in registers (w4_gemm_sm90_rs.cuh; same plan as 3).
 inline int gemm_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMM_VARIANT");
-  return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 3;
+  return v && (v[0] == '1' || v[0] == '2' || v[0] == '4') ? v[0] - '0' : 3;
 }
 
 // Whether this translation unit has GEMM variant 3's device code (an sm_90a pass) and may launch
@@ -333,35 +335,58 @@ bool wgmma_x_tensor_map(const LinearParams& p, CUtensorMap& map) {
   key.dims[0] = uint64_t(p.k), key.dims[1] = uint64_t(p.m), key.dims[2] = 1;
   key.strides[0] = uint64_t(p.k) * 2, key.strides[1] = uint64_t(p.k) * 2 * uint64_t(p.m);
   key.box[0] = 64, key.box[1] = BN;
-  key.bf16 = IsBf16<T>::value;
+  key.element = IsBf16<T>::value ? kiln::gemm::detail::kMapBf16 : kiln::gemm::detail::kMapF16;
   return reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
-// GEMM variant 3 (w4_gemm_sm90.cuh) with `split` CTAs along K: with split > 1, p.partial
-// ([m, n] fp32) is zeroed first and w4_finish_kernel runs the epilogue after. A programmatic
-// dependent launch when not split (after a memset there is no kernel to overlap).
-template <Format F, typename T, int BN, class Ep>
-cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const Ep& ep, int split, cudaStream_t stream) {
+// The packed weights [n, k/2] as variant 4's TMA tensor: boxes of 64 bytes (128 k) x 128 rows,
+// 64-byte swizzle. False where the driver refuses it.
+inline bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
+  kiln::gemm::detail::TensorMapKey key{};
+  key.data = p.weight;
+  key.dims[0] = uint64_t(p.k) / 2, key.dims[1] = uint64_t(p.n), key.dims[2] = 1;
+  key.strides[0] = uint64_t(p.k) / 2, key.strides[1] = uint64_t(p.k) / 2 * uint64_t(p.n);
+  key.box[0] = 64, key.box[1] = kWgmmaRows;
+  key.element = kiln::gemm::detail::kMapU8Swizzle64;
+  return reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
+}
+
+// GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K: with
+// split > 1, p.partial ([m, n] fp32) is zeroed first and w4_finish_kernel runs the epilogue after.
+// A programmatic dependent launch when not split (after a memset there is no kernel to overlap).
+// `wmap`: variant 4's weight tensor map.
+template <int V, Format F, typename T, int BN, class Ep>
+cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtensorMap& wmap, const Ep& ep, int split,
+                            cudaStream_t stream) {
   if (split > 1) {
     if (cudaError_t e = cudaMemsetAsync(p.partial, 0, size_t(p.m) * p.n * sizeof(float), stream)) return e;
   } else {
     p.partial = nullptr;
   }
-  constexpr size_t kSmem = WgmmaW4Layout<BN>::kSmemBytes;
-  auto kernel = w4_wgmma_kernel<F, T, BN, Ep>;
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+  constexpr size_t kSmem = V == 4 ? RsLayout<BN>::kSmemBytes : WgmmaW4Layout<BN>::kSmemBytes;
+  static const cudaError_t attr = [] {
+    if constexpr (V == 4) {
+      return cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+    } else {
+      return cudaFuncSetAttribute(w4_wgmma_kernel<F, T, BN, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+    }
+  }();
   if (attr != cudaSuccess) return attr;
   cudaLaunchAttribute pdl[1];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = split == 1 && pdl_enabled() ? 1 : 0;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
-  cfg.blockDim = dim3(kWgmmaThreads);
+  cfg.blockDim = dim3(V == 4 ? kRsThreads : kWgmmaThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = pdl;
   cfg.numAttrs = 1;
-  if (cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map, p, ep)) return e;
+  if constexpr (V == 4) {
+    if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_rs_kernel<F, T, BN, Ep>, map, wmap, p, ep)) return e;
+  } else {
+    if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_kernel<F, T, BN, Ep>, map, p, ep)) return e;
+  }
   if (split > 1) {
     const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
     const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
@@ -370,24 +395,30 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const Ep& ep
   return cudaGetLastError();
 }
 
-template <Format F, typename T, int BN, class Ep>
+template <int V, Format F, typename T, int BN, class Ep>
 bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStream_t stream, cudaError_t& e) {
-  CUtensorMap map;
+  CUtensorMap map, wmap{};
   if (!wgmma_x_tensor_map<T, BN>(p, map)) {
     last_gemm_path = "x is not a TMA tensor (16-byte aligned address and rows)";
     return false;
   }
-  e = launch_wgmma_bn<F, T, BN>(p, map, ep, split, stream);
-  last_gemm_path = "wgmma";
+  if (V == 4 && !rs_weight_tensor_map(p, wmap)) {
+    last_gemm_path = "the packed weights are not a TMA tensor (16-byte aligned address)";
+    return false;
+  }
+  e = launch_wgmma_bn<V, F, T, BN>(p, map, wmap, ep, split, stream);
+  last_gemm_path = V == 4 ? "wgmma rs" : "wgmma";
   return true;
 }
 
-// Runs GEMM variant 3 when the call may (gemm_variant() == 3, plan_wgmma on this device, x a TMA
-// tensor; split-K only with `partial` of at least m * n floats) and returns true with the
-// launch's status in `e`; returns false (nothing launched, last_gemm_path says why) otherwise.
+// Runs GEMM variant 3 (or 4) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
+// device, x a TMA tensor; split-K only with `partial` of at least m * n floats) and returns true
+// with the launch's status in `e`; returns false (nothing launched, last_gemm_path says why)
+// otherwise.
 template <Format F, typename T, class Ep>
 bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partial_bytes, cudaStream_t stream, cudaError_t& e) {
-  if (gemm_variant() != 3) {
+  const int variant = gemm_variant();
+  if (variant != 3 && variant != 4) {
     last_gemm_path = "KILN_QUANT_GEMM_VARIANT selects an mma.sync GEMM";
     return false;
   }
@@ -404,8 +435,11 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
     if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
     p.partial = static_cast<float*>(partial);
     p.tile_counter = nullptr;
-    return plan.bn == 64 ? try_launch_wgmma_bn<F, T, 64>(p, ep, split, stream, e)
-                         : try_launch_wgmma_bn<F, T, 128>(p, ep, split, stream, e);
+    if (variant == 4)
+      return plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
+                           : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
+    return plan.bn == 64 ? try_launch_wgmma_bn<3, F, T, 64>(p, ep, split, stream, e)
+                         : try_launch_wgmma_bn<3, F, T, 128>(p, ep, split, stream, e);
   }
 }
 
