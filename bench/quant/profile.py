@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 SHAPES = [(16384, 2048), (2048, 16384)]
 RUNS = [("8", 1), ("9", 1), ("9", 4), ("9", 16), ("5", 4)]  # (variant, M)
-if os.environ.get("KILN_PROFILE_RUNS"):  # e.g. "8:1,10:1": other variants and M
+if os.environ.get("KILN_PROFILE_RUNS"):  # e.g. "8:1,10:1": other variants and M; "g4:51": GEMM variant 4
     RUNS = [(r.split(":")[0], int(r.split(":")[1])) for r in os.environ["KILN_PROFILE_RUNS"].split(",")]
 
 
@@ -28,7 +28,7 @@ def run(lib_path):
         q = kq.quantize(w, "nvfp4")
         kw = kq.KernelWeight(q)
         for v, m in RUNS:
-            os.environ["KILN_QUANT_GEMV_VARIANT"] = v
+            os.environ["KILN_QUANT_GEMM_VARIANT" if v.startswith("g") else "KILN_QUANT_GEMV_VARIANT"] = v.lstrip("g")
             x = torch.randn(m, k, device=dev).to(torch.bfloat16)
             y = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
             kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + kw.args() + [y], ws)()
@@ -43,9 +43,10 @@ def report(csv_path, out):
     text = open(csv_path).read()
     start = text.find('"ID"')
     rows = list(csv.DictReader(io.StringIO(text[start:])))
-    rows = [r for r in rows if r.get("Kernel Name", "").startswith(("w4_gemv", "void kiln", "void w4"))  or "w4_gemv" in r.get("Kernel Name", "")]
-    lines = ["| shape | variant, M | kernel | µs (ncu) | DRAM read MB | warp inst / weight | thread inst / weight | issue active % | top stalls (warp cycles per issued inst) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    rows = [r for r in rows if r.get("Kernel Name", "").startswith(("w4_gemv", "void kiln", "void w4")) or "w4_gemv" in r.get("Kernel Name", "")
+            or "w4_wgmma" in r.get("Kernel Name", "")]
+    lines = ["| shape | variant, M | kernel | µs (ncu) | DRAM read MB | warp inst / weight | thread inst / weight | issue active % | tensor pipe % | top stalls (warp cycles per issued inst) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     labels = [(n, k, f"{v}, M={m}") for (n, k) in SHAPES for v, m in RUNS]
     for (n, k, v), r in zip(labels, rows):
         def num(key):
@@ -61,7 +62,8 @@ def report(csv_path, out):
         t = num("gpu__time_duration.sum")
         lines.append(f"| {n}×{k} | {v} | {name} | {t / 1e3:.2f} | {num('dram__bytes_read.sum') / 1e6:.1f} | "
                      f"{32 * num('smsp__inst_executed.sum') / weights:.2f} | {num('smsp__thread_inst_executed.sum') / weights:.2f} | "
-                     f"{num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f} | {top} |")
+                     f"{num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f} | "
+                     f"{num('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f} | {top} |")
     open(out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -428,11 +428,11 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Element type and swizzle of a tensor map: 16-bit floats with the 128-byte swizzle (GEMM and conv
-// operands), or bytes with the 64-byte swizzle (kernels/quant's packed 4-bit weights, 64-byte rows).
-enum TensorMapElement : int32_t { kMapF16 = 0, kMapBf16 = 1, kMapU8Swizzle64 = 2 };
+// Element type of a tensor map: 16-bit floats (GEMM and conv operands) or bytes (kernels/quant's
+// packed 4-bit weights).
+enum TensorMapElement : int32_t { kMapF16 = 0, kMapBf16 = 1, kMapU8 = 2 };
 
-// A tiled tensor map of rank 3 (a GEMM operand: contiguous axis, strided axis, flat batch) or 4
+// A tiled tensor map (128-byte swizzle) of rank 3 (a GEMM operand: contiguous axis, strided axis, flat batch) or 4
 // (conv_wgmma.cuh's image). No padding bytes, so memcmp compares the fields only.
 struct TensorMapKey {
   const void* data;
@@ -460,12 +460,12 @@ inline bool encode_tensor_map(const TensorMapKey& key, CUtensorMap& out) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) return false;
   const cuuint32_t elem[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type = key.element == kMapU8Swizzle64 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                                   : key.element == kMapBf16      ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const CUtensorMapSwizzle swizzle = key.element == kMapU8Swizzle64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+  const CUtensorMapDataType type = key.element == kMapU8     ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : key.element == kMapBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = encode(&out, type, key.rank, const_cast<void*>(key.data), key.dims, key.strides, key.box, elem,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return false;
   keys[next] = key;
   maps[next] = out;

@@ -169,8 +169,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   constexpr int S = L::kStages, R = L::kRawSlots, P = kWgmmaProducers;
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(1024) uint8_t w4_wgmma_smem[];
-  uint8_t* const smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(w4_wgmma_smem) + 1023) & ~uintptr_t(1023));
+  // (aligned by an offset from the __shared__ array: shared-memory instructions, not generic ones)
+  uint8_t* const smem = w4_wgmma_smem + ((1024u - static_cast<uint32_t>(__cvta_generic_to_shared(w4_wgmma_smem))) & 1023u);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t bars = base + L::kBarrierOffset;
   auto full = [&](int s) { return bars + 8u * uint32_t(s); };

@@ -138,15 +138,17 @@ inline int wgmma_bn_override() {
 }
 
 // Variant 3's plan for this call on this device (use == false: the mma.sync GEMM, and why).
-inline WgmmaPlan wgmma_plan_here(int m, int n, int k) {
+// (Variant 4 splits K in its 256-k stages.)
+inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   static const bool sm90 = kW4WgmmaBuilt && kiln::gemm::detail::device_is_sm90();
-  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override());
+  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128);
 }
 
 // Split-K bytes variant 3 needs at most for a shape (any token tile): one zeroed [m, n] fp32.
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
   for (int bn : {64, 128})
-    if (plan_wgmma(m, n, k, true, true, bn).split > 1) return size_t(m) * n * sizeof(float);
+    for (int stage_k : {128, 256})
+      if (plan_wgmma(m, n, k, true, true, bn, stage_k).split > 1) return size_t(m) * n * sizeof(float);
   return 0;
 }
 
@@ -339,15 +341,15 @@ bool wgmma_x_tensor_map(const LinearParams& p, CUtensorMap& map) {
   return reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
-// The packed weights [n, k/2] as variant 4's TMA tensor: boxes of 64 bytes (128 k) x 128 rows,
-// 64-byte swizzle. False where the driver refuses it.
+// The packed weights [n, k/2] as variant 4's TMA tensor: boxes of 128 bytes (256 k) x 128 rows,
+// 128-byte swizzle. False where the driver refuses it.
 inline bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
   kiln::gemm::detail::TensorMapKey key{};
   key.data = p.weight;
   key.dims[0] = uint64_t(p.k) / 2, key.dims[1] = uint64_t(p.n), key.dims[2] = 1;
   key.strides[0] = uint64_t(p.k) / 2, key.strides[1] = uint64_t(p.k) / 2 * uint64_t(p.n);
-  key.box[0] = 64, key.box[1] = kWgmmaRows;
-  key.element = kiln::gemm::detail::kMapU8Swizzle64;
+  key.box[0] = 128, key.box[1] = kWgmmaRows;
+  key.element = kiln::gemm::detail::kMapU8;
   return reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
@@ -376,8 +378,9 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = split == 1 && pdl_enabled() ? 1 : 0;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
-  cfg.blockDim = dim3(V == 4 ? kRsThreads : kWgmmaThreads);
+  // variant 4: token tiles along x (the tiles of a weight row tile run together), variant 3: row tiles
+  cfg.gridDim = V == 4 ? dim3((p.m + BN - 1) / BN, p.n / kWgmmaRows, split) : dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
+  cfg.blockDim = dim3(V == 4 ? RsLayout<BN>::kThreads : kWgmmaThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = pdl;
@@ -426,7 +429,7 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
     last_gemm_path = plan_wgmma(p.m, p.n, p.k, false, false).reason;
     return false;
   } else {
-    const WgmmaPlan plan = wgmma_plan_here(p.m, p.n, p.k);
+    const WgmmaPlan plan = wgmma_plan_here(p.m, p.n, p.k, variant);
     if (!plan.use) {
       last_gemm_path = plan.reason;
       return false;

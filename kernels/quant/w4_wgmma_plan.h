@@ -17,9 +17,11 @@ struct WgmmaPlan {
   int split = 1;            // CTAs along K (each a multiple of 128 k)
 };
 
-// bn_override: 64 or 128 forces the token tile (benchmarks), 0 lets the plan choose.
+// bn_override: 64 or 128 forces the token tile (benchmarks), 0 lets the plan choose. stage_k: the
+// k of the kernel's stages (variant 3: 128, variant 4: 256; a last stage of 128 when K is not a
+// multiple of 256), which a split of K keeps whole.
 inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
-                            int bn_override = 0) {
+                            int bn_override = 0, int stage_k = 128) {
   WgmmaPlan plan;
   auto refuse = [&](const char* why) {
     plan.reason = why;
@@ -34,9 +36,9 @@ inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
   // producer warpgroups, w4_gemm_sm90.cuh).
   plan.bn = bn_override == 64 || bn_override == 128 ? bn_override : m <= 64 ? 64 : 128;
   // Split K while the tiles fill at most half the SMs (one CTA each): the largest divisor of the
-  // 128-k steps that keeps tiles x split within one wave and leaves each split at least two
-  // steps. (Splitting costs a memset, atomics and a second kernel.)
-  const int tiles = (n / kWgmmaRows) * ((m + plan.bn - 1) / plan.bn), steps = k / 128;
+  // stages that keeps tiles x split within one wave and leaves each split at least two stages.
+  // (Splitting costs a memset, atomics and a second kernel.)
+  const int tiles = (n / kWgmmaRows) * ((m + plan.bn - 1) / plan.bn), steps = (k + stage_k - 1) / stage_k;
   if (2 * tiles <= kWgmmaSms) {
     for (int d = std::min(steps / 2, kWgmmaSms / tiles); d >= 1; --d)
       if (steps % d == 0) {
