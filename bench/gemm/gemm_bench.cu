@@ -717,7 +717,7 @@ static void measure_host_cost() {
   };
   kg::detail::TensorMapKey key{};
   key.data = o.a.dev, key.dims[0] = 4096, key.dims[1] = 4096, key.dims[2] = 1;
-  key.strides[0] = 8192, key.strides[1] = 8192ull * 4096, key.box[0] = 64, key.box[1] = 128, key.bf16 = BENCH_BF16;
+  key.strides[0] = 8192, key.strides[1] = 8192ull * 4096, key.box[0] = 64, key.box[1] = 128, key.element = BENCH_BF16 ? kiln::gemm::detail::kMapBf16 : kiln::gemm::detail::kMapF16;
   CUtensorMap map;
   const int kMiss = 2000, kHit = 100000, kCalls = 2000;
   double t0 = now_us();

@@ -283,7 +283,7 @@ def main():
                             log(f"- FAIL {'GEMV' if m <= 16 else 'GEMM'} variant {variant}: {name} n={n} k={k} m={m}: rel err {ev:.3e}")
                         e = max(e, ev)
                     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
-                    os.environ["KILN_QUANT_GEMM_VARIANT"] = "3"
+                    os.environ["KILN_QUANT_GEMM_VARIANT"] = "4"
                     good = e < BOUND[dt]
                     ok[(fmt, dt, n, k, m)] = good
                     key = (fmt, str(dt).split(".")[-1])
@@ -411,7 +411,7 @@ def main():
                                 gemm_ok[gv] = False
                                 log(f"- FAIL GEMM variant {gv} ({path}): {name} g={group} n={n} k={k} m={m} bn={bn or 'plan'}: rel err {e:.3e}")
     os.environ.pop("KILN_QUANT_WGMMA_BN", None)
-    os.environ["KILN_QUANT_GEMM_VARIANT"] = "3"
+    os.environ["KILN_QUANT_GEMM_VARIANT"] = "4"
     for (gv, n, k, path), e in sorted(e3.items()):
         log(f"- GEMM variant {gv} edges n={n} k={k} (M = 17, 51, 200, 816; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")
     log(f"- GEMM variants 3 and 4 in the shape loop ran: {sorted(gemm3_paths)}")
@@ -427,7 +427,7 @@ def main():
         for key in list(ok):
             if isinstance(key, tuple) and len(key) == 5 and key[4] <= 16:
                 ok[key] = True
-    default_gemm = "3" if gemm_ok["3"] else "1"  # kiln columns at M > 16: the library default (3 on sm_90a)
+    default_gemm = "4" if gemm_ok["4"] else "3" if gemm_ok["3"] else "1"  # kiln columns at M > 16: the library default (4 on sm_90a)
     os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
     if gemm_ok[default_gemm] and not all(gemm_ok.values()):  # likewise for M > 16
         for key in list(ok):
@@ -490,7 +490,7 @@ def main():
                     if not good and m > 16:
                         gemm_ok[gv] = False
                     log(f"- mlp {fmt} {h}->{i}->{h} m={m}{f' GEMM variant {gv}' if m > 16 else ''}: geglu mlp rel err {e1:.2e}, swiglu gate_up {e2:.2e}{'' if good else '  FAIL'}")
-            os.environ["KILN_QUANT_GEMM_VARIANT"] = "3"
+            os.environ["KILN_QUANT_GEMM_VARIANT"] = "4"
     log("")
 
     # ---- timing ----

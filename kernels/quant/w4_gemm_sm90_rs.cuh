@@ -44,6 +44,7 @@
 
 namespace kiln::quant::gpu {
 
+constexpr int kRsThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kRsStageK = 256;
 constexpr int kRsGroups = 2;     // commit groups (of two k16 wgmmas) a consumer keeps in flight
 constexpr int kRsRawSlots = 6;   // raw scale slots per producer thread (stages requested ahead)
@@ -55,12 +56,6 @@ constexpr int kRsMulRow = 80;    // a stage's expanded scales per row: 64 bytes,
 // (multiplier, zero) per 32-k unit.
 template <int BN>
 struct RsLayout {
-  // Consumer warpgroups per 64 rows: BN = 64 splits a tile's stages between two (even and odd
-  // stages, partial sums added at the end), for twice the warps to hide the decode's latency; BN =
-  // 128 has no registers for that.
-  static constexpr int kKParts = BN == 64 ? 2 : 1;
-  static constexpr int kThreads = 128 * (1 + 2 * kKParts);
-  static constexpr int kConsumerRegs = kKParts == 2 ? 112 : 232;  // setmaxnreg (the producer: 40)
   static constexpr uint32_t kXBytes = 4 * BN * 128;        // four boxes of 64 k x BN tokens (16-bit)
   static constexpr uint32_t kWBytes = kWgmmaRows * 128;    // 128 rows x 256 k (4-bit)
   static constexpr uint32_t kMulBytes = kWgmmaRows * kRsMulRow;
@@ -140,12 +135,12 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
 #endif
 
 template <Format F, typename T, int BN, class Ep>
-__global__ void __launch_bounds__(RsLayout<BN>::kThreads, 1)
+__global__ void __launch_bounds__(kRsThreads, 1)
     w4_wgmma_rs_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, LinearParams p, Ep ep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace kiln::gemm::sm90;
   using L = RsLayout<BN>;
-  constexpr int S = L::kStages, R = kRsRawSlots, KP = L::kKParts;
+  constexpr int S = L::kStages, R = kRsRawSlots;
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(1024) uint8_t w4_rs_smem[];
   // Aligned up to 1024 bytes by an offset from the __shared__ array itself, so that every access
@@ -162,7 +157,7 @@ __global__ void __launch_bounds__(RsLayout<BN>::kThreads, 1)
     prefetch_tensor_map(&tma_w);
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 1 + 128);  // thread 0's expect_tx and the producer warpgroup's scales
-      mbar_init(empty(s), 2);       // one per consumer warpgroup of the stage's parity
+      mbar_init(empty(s), 2);       // one per consumer warpgroup
     }
     mbar_init_fence();
   }
@@ -223,17 +218,17 @@ __global__ void __launch_bounds__(RsLayout<BN>::kThreads, 1)
     return;
   }
 
-  // ---- consumers: warpgroup 1 + c + 2 kp owns rows 64c..64c+63 of the tile, stages kp, kp + KP, ... ----
-  setmaxnreg_inc<L::kConsumerRegs>();
+  // ---- consumers: warpgroup 1 + c owns rows 64c..64c+63 of the tile ----
+  setmaxnreg_inc<232>();
   grid_dependency_wait();  // the epilogue may read what the previous kernel wrote
-  const int c = (wg - 1) % 2, kp = (wg - 1) / 2, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
   const int r0 = 64 * c + 16 * warp + lane / 4;  // the thread's rows r0 and r0 + 8 of the tile
   float acc[BN / 2];
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) acc[e] = 0.0f;
   uint32_t a[2 * kRsGroups][4];  // A of the k16 steps in flight (read by their wgmmas until done)
-  for (int s = kp; s < stages; s += KP) {
+  for (int s = 0; s < stages; ++s) {
     const int stage = s % S, steps = valid_k(kbase + kRsStageK * s) / 16;
     mbar_wait(full(stage), (s / S) & 1);
     const uint8_t* st = smem + stage_offset(stage);
@@ -273,7 +268,7 @@ __global__ void __launch_bounds__(RsLayout<BN>::kThreads, 1)
         if (i < 3) load_unit(4 * half + i + 1, w_next);
         wgmma_wait<kRsGroups - 1>();  // the group kRsGroups back is done: its A registers are free
         // At kk = 2 that is the previous stage's last one (with it every warp's reads of the stage).
-        if (KP == 1 && kk == 2 && s > 0 && tid == 0) mbar_arrive(empty((s - 1) % S));
+        if (kk == 2 && s > 0 && tid == 0) mbar_arrive(empty((s - 1) % S));
 #pragma unroll
         for (int d = 0; d < 2; ++d) {
           uint32_t(&A)[4] = a[(kk + d) % (2 * kRsGroups)];
@@ -303,27 +298,10 @@ __global__ void __launch_bounds__(RsLayout<BN>::kThreads, 1)
         if (i < 3) w[0] = w_next[0], w[1] = w_next[1];
       }
     }
-    if constexpr (KP == 2) {  // the other parity's warpgroups keep the tensor cores busy meanwhile
-      wgmma_wait<0>();
-      if (tid == 0) mbar_arrive(empty(stage));
-    }
   }
   wgmma_wait<0>();
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
-  if constexpr (KP == 2) {
-    // Odd stages' sums into the (now idle) ring, added by the even stages' warpgroups.
-    float* const part = reinterpret_cast<float*>(smem) + c * (BN / 2) * 128 + tid;
-    named_barrier_sync(1, 4 * 128);  // every consumer is past its last stage: nothing reads the ring
-    if (kp == 1) {
-#pragma unroll
-      for (int e = 0; e < BN / 2; ++e) part[e * 128] = acc[e];
-    }
-    named_barrier_sync(1, 4 * 128);
-    if (kp == 1) return;
-#pragma unroll
-    for (int e = 0; e < BN / 2; ++e) acc[e] += part[e * 128];
-  }
   wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
 #endif
 }

@@ -114,16 +114,17 @@ inline bool pdl_enabled() {
   return !(pdl && pdl[0] == '0');
 }
 
-// GEMM variant for M >= 17: 3 (w4_gemm_sm90.cuh, wgmma on weights decoded into shared memory)
-// where plan_wgmma takes the call, else 1 (w4_gemm.cuh); KILN_QUANT_GEMM_VARIANT=1 or 2 selects an
-// mma.sync variant (2 is checked but not the default, NOTES.md session 3), 3 the default, 4 the
-// wgmma on weights decoded in registers (w4_gemm_sm90_rs.cuh; same plan as 3).
+// GEMM variant for M >= 17: 4 (w4_gemm_sm90_rs.cuh, wgmma on weights decoded in registers) where
+// plan_wgmma takes the call, else 1 (w4_gemm.cuh); KILN_QUANT_GEMM_VARIANT=1 or 2 selects an
+// mma.sync variant (2 is checked but not the default, NOTES.md session 3), 3 the wgmma on weights
+// decoded into shared memory (w4_gemm_sm90.cuh, the default until session 11; libkiln_quant only,
+// generated code compiles 4), 4 the default.
 inline int gemm_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMM_VARIANT");
-  return v && (v[0] == '1' || v[0] == '2' || v[0] == '4') ? v[0] - '0' : 3;
+  return v && (v[0] == '1' || v[0] == '2' || v[0] == '3') ? v[0] - '0' : 4;
 }
 
-// Whether this translation unit has GEMM variant 3's device code (an sm_90a pass) and may launch
+// Whether this translation unit has GEMM variants 3 and 4's device code (an sm_90a pass) and may launch
 // it: KILN_GEMM_SM90A, as kernels/gemm/ (kiln's generated code and libkiln_quant's sm_90a build).
 #if defined(KILN_GEMM_SM90A)
 constexpr bool kW4WgmmaBuilt = true;
@@ -131,7 +132,7 @@ constexpr bool kW4WgmmaBuilt = true;
 constexpr bool kW4WgmmaBuilt = false;
 #endif
 
-// KILN_QUANT_WGMMA_BN=64|128 forces variant 3's token tile (benchmarks); else plan_wgmma's.
+// KILN_QUANT_WGMMA_BN=64|128 forces variants 3 and 4's token tile (benchmarks); else plan_wgmma's.
 inline int wgmma_bn_override() {
   const char* v = std::getenv("KILN_QUANT_WGMMA_BN");
   return v ? std::atoi(v) : 0;
@@ -144,7 +145,7 @@ inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128);
 }
 
-// Split-K bytes variant 3 needs at most for a shape (any token tile): one zeroed [m, n] fp32.
+// Split-K bytes variants 3 and 4 need at most for a shape (any token tile): one zeroed [m, n] fp32.
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
   for (int bn : {64, 128})
     for (int stage_k : {128, 256})
@@ -328,7 +329,7 @@ cudaError_t launch_gemm1(const LinearParams& p, const Ep& ep, int split, cudaStr
   return cudaGetLastError();
 }
 
-// x [m, k] as variant 3's TMA tensor: boxes of 64 k x BN tokens, 128-byte swizzle. False where
+// x [m, k] as variants 3 and 4's TMA tensor: boxes of 64 k x BN tokens, 128-byte swizzle. False where
 // the driver refuses it (x not 16-byte aligned).
 template <typename T, int BN>
 bool wgmma_x_tensor_map(const LinearParams& p, CUtensorMap& map) {
@@ -380,7 +381,7 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
   cudaLaunchConfig_t cfg{};
   // variant 4: token tiles along x (the tiles of a weight row tile run together), variant 3: row tiles
   cfg.gridDim = V == 4 ? dim3((p.m + BN - 1) / BN, p.n / kWgmmaRows, split) : dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
-  cfg.blockDim = dim3(V == 4 ? RsLayout<BN>::kThreads : kWgmmaThreads);
+  cfg.blockDim = dim3(V == 4 ? kRsThreads : kWgmmaThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = pdl;
@@ -414,13 +415,15 @@ bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStr
   return true;
 }
 
-// Runs GEMM variant 3 (or 4) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
+// Runs GEMM variant 4 (or 3) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
 // device, x a TMA tensor; split-K only with `partial` of at least m * n floats) and returns true
 // with the launch's status in `e`; returns false (nothing launched, last_gemm_path says why)
 // otherwise.
-template <Format F, typename T, class Ep>
+// kWithVariant3 = false (generated code): variant 3 is not compiled, and a request for it runs 4.
+template <Format F, typename T, class Ep, bool kWithVariant3 = true>
 bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partial_bytes, cudaStream_t stream, cudaError_t& e) {
-  const int variant = gemm_variant();
+  int variant = gemm_variant();
+  if (!kWithVariant3 && variant == 3) variant = 4;
   if (variant != 3 && variant != 4) {
     last_gemm_path = "KILN_QUANT_GEMM_VARIANT selects an mma.sync GEMM";
     return false;
@@ -438,11 +441,13 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
     if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
     p.partial = static_cast<float*>(partial);
     p.tile_counter = nullptr;
-    if (variant == 4)
-      return plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
-                           : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
-    return plan.bn == 64 ? try_launch_wgmma_bn<3, F, T, 64>(p, ep, split, stream, e)
-                         : try_launch_wgmma_bn<3, F, T, 128>(p, ep, split, stream, e);
+    if constexpr (kWithVariant3) {
+      if (variant == 3)
+        return plan.bn == 64 ? try_launch_wgmma_bn<3, F, T, 64>(p, ep, split, stream, e)
+                             : try_launch_wgmma_bn<3, F, T, 128>(p, ep, split, stream, e);
+    }
+    return plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
+                         : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
   }
 }
 
@@ -504,7 +509,7 @@ constexpr int64_t kEpilogueSplitFloats = int64_t(kTargetCtas) * kGemmRows * kGem
 // y = x · dequant(W)ᵀ (not gated) with each output element handed to `ep` (LinearStore's call
 // operator) instead of stored: the path generated code takes (kiln.QuantLinear, its consumers
 // folded into `ep`). Only the default variants (GEMV 8 at M = 1 where it applies, 19 at M = 2..8
-// where gemv19_default_takes, 9 where gemv9_default_takes, 5 up to M = 16, GEMM 3 above in sm_90a
+// where gemv19_default_takes, 9 where gemv9_default_takes, 5 up to M = 16, GEMM 4 above in sm_90a
 // builds on sm_90 devices, else GEMM 1), so that a generated library instantiates few kernels.
 // Split-K partials go to `workspace` (min(m * n, kEpilogueSplitFloats) floats suffice; with fewer
 // bytes K is not split). A failed launch is returned and cleared from the thread's last-error slot.
@@ -519,7 +524,7 @@ cudaError_t launch_linear_epilogue(LinearParams p, const Ep& ep, void* workspace
   if (plan.kind == LinearPlan::Gemv) {
     e = plan.gemv_tiles == 1 ? launch_gemv_default<F, T, 1>(p, ep, plan.gemv_warps, stream)
                              : launch_gemv_default<F, T, 2>(p, ep, plan.gemv_warps, stream);
-  } else if (!try_launch_wgmma<F, T>(p, ep, workspace, workspace_bytes, stream, e)) {
+  } else if (!try_launch_wgmma<F, T, Ep, false>(p, ep, workspace, workspace_bytes, stream, e)) {
     int split = plan.gemm_split;
     const size_t partial_bytes = size_t(p.m) * p.n * sizeof(float);
     if (split > 1 && (workspace == nullptr || workspace_bytes < partial_bytes)) split = 1;

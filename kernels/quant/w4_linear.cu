@@ -307,5 +307,5 @@ extern "C" KILN_W4_EXPORT int32_t kiln_library_functions(const KilnFunction** fu
 extern "C" KILN_W4_EXPORT const char* kiln_last_error(void) { return kiln::abi::last_error_storage().c_str(); }
 
 // Which M >= 17 kernel the calling thread's last GEMM ran ("wgmma", or why the mma.sync one ran):
-// lets a benchmark tell GEMM variant 3 from its fallback. Not part of the kernel contract.
+// lets a benchmark tell GEMM variants 3 and 4 from their fallback. Not part of the kernel contract.
 extern "C" KILN_W4_EXPORT const char* kiln_w4_last_gemm_path(void) { return kiln::quant::gpu::last_gemm_path; }

@@ -1,12 +1,13 @@
 #pragma once
-// Which M >= 17 kernel a 4-bit linear layer runs, and its tile: GEMM variant 3 (w4_gemm_sm90.cuh,
-// Hopper wgmma, sm_90a builds on sm_90 devices) or the mma.sync GEMM (w4_gemm.cuh, every other
-// case). Plain C++ (no CUDA), so that host tests check the selection without a GPU.
+// Which M >= 17 kernel a 4-bit linear layer runs, and its tile: GEMM variant 4 (w4_gemm_sm90_rs.cuh;
+// or 3, w4_gemm_sm90.cuh: Hopper wgmma, sm_90a builds on sm_90 devices) or the mma.sync GEMM
+// (w4_gemm.cuh, every other case). Plain C++ (no CUDA), so that host tests check the selection
+// without a GPU.
 #include <algorithm>
 
 namespace kiln::quant::gpu {
 
-// Variant 3's tile: kWgmmaRows weight rows (two consumer warpgroups of 64) x bn tokens.
+// Variants 3 and 4's tile: kWgmmaRows weight rows (two consumer warpgroups of 64) x bn tokens.
 constexpr int kWgmmaRows = 128;
 constexpr int kWgmmaSms = 132;  // H100/H200 SMs a grid aims to fill (one CTA per SM)
 
@@ -14,7 +15,7 @@ struct WgmmaPlan {
   bool use = false;
   const char* reason = "";  // why not (use == false)
   int bn = 64;              // tokens per tile: 64 or 128
-  int split = 1;            // CTAs along K (each a multiple of 128 k)
+  int split = 1;            // CTAs along K (each a whole number of stages)
 };
 
 // bn_override: 64 or 128 forces the token tile (benchmarks), 0 lets the plan choose. stage_k: the

@@ -1,7 +1,7 @@
 // Generated code that calls the 4-bit weight kernels (kernels/quant/, kiln.QuantLinear) compiles
 // without warnings for sm_80, sm_90 and sm_110: NVFP4 and INT4 weights, float16 and bfloat16
 // activations, each call with its GEMV (M <= 16) and GEMM paths (and split-K finish) and a
-// generated epilogue, and in the sm_90a pass GEMM variant 3 (wgmma, w4_gemm_sm90.cuh: its headers must
+// generated epilogue, and in the sm_90a pass GEMM variant 4 (wgmma, w4_gemm_sm90_rs.cuh: its headers must
 // be among the embedded support files). One nvcc run for all of them (CI has 2 cores). Running them
 // needs a GPU: bench/contraction/ (the NVFP4 Gemma MLP block) checks them against torch.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Which M >= 17 kernel a 4-bit linear layer runs (kernels/quant/w4_wgmma_plan.h): GEMM variant 3
-// (wgmma) only in sm_90a builds on sm_90 devices, with N a multiple of its 128-row tile; its
+// Which M >= 17 kernel a 4-bit linear layer runs (kernels/quant/w4_wgmma_plan.h): GEMM variants 3
+// and 4 (wgmma) only in sm_90a builds on sm_90 devices, with N a multiple of its 128-row tile; its
 // token tile and split of K. The kernels themselves run on the GPU (bench/quant/run.sh).
 #include <gtest/gtest.h>
 
@@ -49,13 +49,18 @@ TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
   EXPECT_EQ(plan_wgmma(51, 8192, 1024, true, true).split, 2);
   EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true).split, 16);
   EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true).split, 1);
+  // Variant 4's 256-k stages (the last one 128 k when K is not a multiple of 256).
+  EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true, 0, 256).split, 8);
+  EXPECT_EQ(plan_wgmma(51, 2048, 16384, true, true, 0, 256).split, 8);
+  EXPECT_EQ(plan_wgmma(51, 256, 640, true, true, 0, 256).split, 1);  // 3 stages: none to share
+  for (int stage_k : {128, 256})
   for (int m : {17, 51, 200, 816}) {
     for (int n : {128, 1024, 2048, 8192}) {
       for (int k : {128, 640, 1024, 4096, 16384}) {
-        const WgmmaPlan plan = plan_wgmma(m, n, k, true, true);
-        const int tiles = (n / 128) * ((m + plan.bn - 1) / plan.bn), steps = k / 128;
+        const WgmmaPlan plan = plan_wgmma(m, n, k, true, true, 0, stage_k);
+        const int tiles = (n / 128) * ((m + plan.bn - 1) / plan.bn), steps = (k + stage_k - 1) / stage_k;
         SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                     " k=" + std::to_string(k));
+                     " k=" + std::to_string(k) + " stage_k=" + std::to_string(stage_k));
         EXPECT_EQ(steps % plan.split, 0);
         EXPECT_TRUE(plan.split == 1 || steps / plan.split >= 2);
         EXPECT_TRUE(plan.split == 1 || tiles * plan.split <= kWgmmaSms);
