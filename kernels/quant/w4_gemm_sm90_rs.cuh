@@ -68,6 +68,14 @@ struct RsLayout {
   static_assert(kSmemBytes <= 227 * 1024, "RsLayout: over 227 KB of shared memory");
 };
 
+// Trace points for bench/quant/rs_trace.cu, which defines the macro before including this header (a
+// globaltimer stamp per CTA, stage and point: 0 the producer's issue of the stage, 1 consumer
+// warpgroup 0 past the stage's `full` wait, 2 its last commit of the stage, 3 (stage 0) the CTA's
+// start); nothing otherwise.
+#ifndef KILN_W4_RS_TRACE
+#define KILN_W4_RS_TRACE(point, stage)
+#endif
+
 #if defined(KILN_GEMM_SM90A_DEVICE)
 namespace sm90rs {
 
@@ -162,6 +170,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
+  if (threadIdx.x == 0) KILN_W4_RS_TRACE(3, 0);
 
   const int tok0 = blockIdx.x * BN, row_tile = blockIdx.y * kWgmmaRows;
   // This CTA's stages: the split's share of ceil(k / 256) (the plan makes the shares equal).
@@ -196,7 +205,10 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       cp_async_commit();
     }
     if (r == 0)
-      for (int s = 0; s < first; ++s) issue_w(s);  // the ring is empty: no wait
+      for (int s = 0; s < first; ++s) {
+        KILN_W4_RS_TRACE(0, s);
+        issue_w(s);  // the ring is empty: no wait
+      }
     grid_dependency_wait();  // x belongs to the previous kernel until here
     grid_launch_dependents();
     if (r == 0)
@@ -208,7 +220,10 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       const int stage = s % S, k0 = kbase + kRsStageK * s;
       if (s >= S) {
         mbar_wait(empty(stage), ((s / S) & 1) ^ 1u);
-        if (r == 0) issue_w(s), issue_x(s);
+        if (r == 0) {
+          KILN_W4_RS_TRACE(0, s);
+          issue_w(s), issue_x(s);
+        }
       }
       sm90rs::expand_scales<F, BF16>(raw + (s % R) * kRsRawRow, int(scale_offset<F>(p, rr, k0) & 3), p.group, valid_k(k0) / 32,
                                      reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * kRsMulRow));
@@ -231,6 +246,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   for (int s = 0; s < stages; ++s) {
     const int stage = s % S, steps = valid_k(kbase + kRsStageK * s) / 16;
     mbar_wait(full(stage), (s / S) & 1);
+    if (threadIdx.x == 128) KILN_W4_RS_TRACE(1, s);
     const uint8_t* st = smem + stage_offset(stage);
     auto load_unit = [&](int u, uint4 (&w)[2]) {  // 16 bytes (32 k) of rows r0, r0 + 8
 #pragma unroll
@@ -298,6 +314,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
         if (i < 3) w[0] = w_next[0], w[1] = w_next[1];
       }
     }
+    if (threadIdx.x == 128) KILN_W4_RS_TRACE(2, s);
   }
   wgmma_wait<0>();
 #pragma unroll
