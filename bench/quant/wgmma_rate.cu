@@ -10,10 +10,13 @@
 #include <cstdio>
 
 #include "kernels/gemm/gemm_sm90_ptx.cuh"
+#include "kernels/quant/w4_device.cuh"
 
 using namespace kiln::gemm::sm90;
 
-template <int N, bool kRegA>
+// kDecode (A from registers only): before each group the 8 A registers of its two wgmmas are
+// written by variant 4's decode (decode_pair + the multiplier) from words that change per group.
+template <int N, bool kRegA, bool kDecode = false>
 __global__ void __launch_bounds__(384, 1) rate_kernel(int iters, int warpgroups, long long* cycles, float* sink) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const int wg = threadIdx.x / 128;
@@ -31,18 +34,32 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(int iters, int warpgroups,
     for (int r = 0; r < 4; ++r) a[j][r] = 0x3c003c00u + threadIdx.x + j + r;
   const uint64_t db = smem_desc(base + 16384, 16, 1024), da = smem_desc(base, 16, 1024);
   const long long t0 = clock64();
-  for (int it = 0; it < iters; ++it) {
-    wgmma_wait<1>();
-    wgmma_fence();
+  uint32_t word = 0x12345678u + threadIdx.x, mul = 0x3f803f80u;
+  const int t = threadIdx.x % 4;
+  for (int it = 0; it < iters; it += 2) {
 #pragma unroll
-    for (int d = 0; d < 2; ++d) {
-      if constexpr (kRegA) {
-        wgmma_rs<N, __nv_bfloat16>(acc, a[(2 * it + d) & 3], db + 2 * d, 1);
-      } else {
-        wgmma<N, 0, 0, __nv_bfloat16>(acc, da + 2 * d, db + 2 * d, 1);
+    for (int u = 0; u < 2; ++u) {  // (two groups per iteration: every A register set is static)
+      wgmma_wait<1>();
+      if constexpr (kDecode) {
+#pragma unroll
+        for (int d = 0; d < 2; ++d)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            a[2 * u + d][r] = kiln::quant::gpu::mul2<true>(
+                kiln::quant::gpu::decode_pair<kiln::quant::gpu::Format::NvFp4, true>(word ^ (r * 0x01010101u + d), t), mul);
+        word = word * 1664525u + 1013904223u;
       }
+      wgmma_fence();
+#pragma unroll
+      for (int d = 0; d < 2; ++d) {
+        if constexpr (kRegA) {
+          wgmma_rs<N, __nv_bfloat16>(acc, a[2 * u + d], db + 2 * d, 1);
+        } else {
+          wgmma<N, 0, 0, __nv_bfloat16>(acc, da + 2 * d, db + 2 * d, 1);
+        }
+      }
+      wgmma_commit();
     }
-    wgmma_commit();
   }
   wgmma_wait<0>();
   const long long t1 = clock64();
@@ -53,17 +70,17 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(int iters, int warpgroups,
   if (s == 12345.0f) *sink = s;
 }
 
-template <int N, bool kRegA>
+template <int N, bool kRegA, bool kDecode = false>
 void run(const char* name) {
   long long* cycles;
   float* sink;
   cudaMalloc(&cycles, 132 * 3 * sizeof(long long));
   cudaMalloc(&sink, 4);
-  cudaFuncSetAttribute(rate_kernel<N, kRegA>, cudaFuncAttributeMaxDynamicSharedMemorySize, 49152 + 1024);
+  cudaFuncSetAttribute(rate_kernel<N, kRegA, kDecode>, cudaFuncAttributeMaxDynamicSharedMemorySize, 49152 + 1024);
   const int iters = 4096;
   for (int wgs = 1; wgs <= 3; ++wgs) {
-    rate_kernel<N, kRegA><<<132, 384, 49152 + 1024>>>(iters, wgs, cycles, sink);
-    rate_kernel<N, kRegA><<<132, 384, 49152 + 1024>>>(iters, wgs, cycles, sink);
+    rate_kernel<N, kRegA, kDecode><<<132, 384, 49152 + 1024>>>(iters, wgs, cycles, sink);
+    rate_kernel<N, kRegA, kDecode><<<132, 384, 49152 + 1024>>>(iters, wgs, cycles, sink);
     long long c[3] = {0, 0, 0};
     if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(c, cycles, sizeof(c), cudaMemcpyDeviceToHost) != cudaSuccess) {
       std::printf("%s: CUDA error\n", name);
@@ -80,6 +97,8 @@ void run(const char* name) {
 int main() {
   std::printf("| wgmma (bf16, 2 per commit group, wait_group 1) | warpgroups per SM | cycles per wgmma | of 2048 FMA/cycle/SM |\n|---|---|---|---|\n");
   run<64, true>("m64n64k16, A registers");
+  run<64, true, true>("m64n64k16, A registers decoded before each group");
+  run<128, true, true>("m64n128k16, A registers decoded before each group");
   run<128, true>("m64n128k16, A registers");
   run<64, false>("m64n64k16, A shared");
   run<128, false>("m64n128k16, A shared");
