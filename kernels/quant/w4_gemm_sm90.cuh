@@ -132,7 +132,8 @@ __device__ __forceinline__ void decode_slot(const LinearParams& p, const uint8_t
 // `row0` holds, per thread, BN/2 fp32 sums of wgmma m64nBN's accumulator layout (element 4i + e:
 // row 16 warp + lane/4 + 8 (e/2), token tok0 + 8i + 2 (lane%4) + e%2). Split-K (p.partial): raw
 // sums added with atomics; else the sums times row_factor (format power of two, NVFP4 tensor
-// scale), through the epilogue functor or the fused gate/up's act(gate) * up.
+// scale), through the epilogue functor (its prefetch() first where it has one) or the fused
+// gate/up's act(gate) * up.
 template <Format F, typename T, int BN, class Ep>
 __device__ __forceinline__ void wgmma_w4_epilogue(const LinearParams& p, const Ep& ep, const float (&acc)[BN / 2], int row0,
                                                   int tok0, int warp, int lane) {
@@ -140,6 +141,20 @@ __device__ __forceinline__ void wgmma_w4_epilogue(const LinearParams& p, const E
   const int rg = row0 + 16 * warp + g;  // rows rg (gate when fused) and rg + 8 (up)
   const bool gated = p.act != Activation::None;
   const float f0 = row_factor<T, F>(p, g), f1 = row_factor<T, F>(p, g + 8);
+  if constexpr (kiln::gemm::EpilogueHasPrefetch<Ep>::value) {
+    // A functor that loads per element (a generated epilogue reading another tensor): every load
+    // of the thread's elements in flight before the first call, instead of one memory latency per
+    // call behind its bounds test.
+    if (!p.partial && !gated) {
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int tok = tok0 + 8 * i + 2 * t + e;
+          if (tok < p.m) ep.prefetch(0, tok, rg), ep.prefetch(0, tok, rg + 8);
+        }
+    }
+  }
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
