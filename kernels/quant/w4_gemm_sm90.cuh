@@ -128,6 +128,14 @@ __device__ __forceinline__ void decode_slot(const LinearParams& p, const uint8_t
 }  // namespace sm90w4
 #endif
 
+// The dynamic shared memory of variants 3 and 4 from its first 1024-byte boundary (the swizzled TMA
+// boxes' alignment), as an offset from the __shared__ array itself, so that every access through
+// the result compiles to a shared-memory instruction (a pointer rounded through an integer is
+// generic: run s11e's profile counted such reads as L1TEX waits).
+__device__ __forceinline__ uint8_t* align_shared_1024(uint8_t* smem) {
+  return smem + ((1024u - static_cast<uint32_t>(__cvta_generic_to_shared(smem))) & 1023u);
+}
+
 // The epilogue of variants 3 and 4: warp `warp` of the consumer warpgroup whose 64 rows start at
 // `row0` holds, per thread, BN/2 fp32 sums of wgmma m64nBN's accumulator layout (element 4i + e:
 // row 16 warp + lane/4 + 8 (e/2), token tok0 + 8i + 2 (lane%4) + e%2). Split-K (p.partial): raw
@@ -184,8 +192,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   constexpr int S = L::kStages, R = L::kRawSlots, P = kWgmmaProducers;
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(1024) uint8_t w4_wgmma_smem[];
-  // (aligned by an offset from the __shared__ array: shared-memory instructions, not generic ones)
-  uint8_t* const smem = w4_wgmma_smem + ((1024u - static_cast<uint32_t>(__cvta_generic_to_shared(w4_wgmma_smem))) & 1023u);
+  uint8_t* const smem = align_shared_1024(w4_wgmma_smem);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t bars = base + L::kBarrierOffset;
   auto full = [&](int s) { return bars + 8u * uint32_t(s); };

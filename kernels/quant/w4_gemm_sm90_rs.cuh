@@ -133,12 +133,6 @@ __device__ __forceinline__ void expand_scales(const uint8_t* raw, int at, int gr
   }
 }
 
-// Arrives on `bar` once this thread's earlier cp.asyncs have landed (counted in the barrier's
-// expected arrivals).
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
 }  // namespace sm90rs
 #endif
 
@@ -151,10 +145,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   constexpr int S = L::kStages, R = kRsRawSlots;
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(1024) uint8_t w4_rs_smem[];
-  // Aligned up to 1024 bytes by an offset from the __shared__ array itself, so that every access
-  // through `smem` compiles to a shared-memory instruction (a pointer rounded through an integer is
-  // generic: run s11e's profile counted its reads as L1TEX waits).
-  uint8_t* const smem = w4_rs_smem + ((1024u - static_cast<uint32_t>(__cvta_generic_to_shared(w4_rs_smem))) & 1023u);
+  uint8_t* const smem = align_shared_1024(w4_rs_smem);
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t bars = base + L::kBarrierOffset;
   auto full = [&](int s) { return bars + 8u * uint32_t(s); };

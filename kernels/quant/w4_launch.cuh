@@ -138,8 +138,8 @@ inline int wgmma_bn_override() {
   return v ? std::atoi(v) : 0;
 }
 
-// Variant 3's plan for this call on this device (use == false: the mma.sync GEMM, and why).
-// (Variant 4 splits K in its 256-k stages.)
+// Variant 3 or 4's plan for this call on this device (use == false: the mma.sync GEMM, and why);
+// variant 4 splits K in its 256-k stages.
 inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   static const bool sm90 = kW4WgmmaBuilt && kiln::gemm::detail::device_is_sm90();
   return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128);
