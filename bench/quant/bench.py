@@ -380,10 +380,11 @@ def main():
     log("- GEMV variants 5 and 9, fused gate/up (swiglu) 1024->4096, 2048->16384 and 16384->1024, M = 4 and 16, all formats (cluster plans forced): checked")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
     # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
-    # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split) and
-    # 8192 (split-K); N = 272 is not a multiple of 128: the fallback (its reason is printed).
+    # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split), 2560
+    # (variant 4: a split of 5, which does not divide a tile's 8 or 16 token chunks) and 8192
+    # (split-K 8 or 4); N = 272 is not a multiple of 128: the fallback (its reason is printed).
     e3 = {}
-    for (n, k) in ([] if QUICK else [(384, 640), (384, 8192), (272, 1024)]):
+    for (n, k) in ([] if QUICK else [(384, 640), (384, 2560), (384, 8192), (272, 1024)]):
         w = weights(n, k, 91 + k)
         for fmt, group in [("nvfp4", 16), ("mxfp4", 32), ("int4", 32), ("int4", 64), ("int4", 128)]:
             for dt in [torch.bfloat16, torch.float16]:

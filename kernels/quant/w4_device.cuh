@@ -97,14 +97,20 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 
 // Pair p (elements 2p, 2p + 1) of a weight word in kernel nibble order as a 16-bit float pair,
 // before the block scale.
+// A pair moved into place (w4_nibbles.h's kernel_order_pair / stored_pair) as a 16-bit float pair,
+// before the block scale.
 template <Format F, bool BF16>
-__device__ __forceinline__ uint32_t decode_pair(uint32_t w, int p) {
+__device__ __forceinline__ uint32_t decode_pair_at(uint32_t t) {
   if constexpr (F == Format::Int4) {
-    return ((w >> (4 * p)) & 0x000f000fu) | (BF16 ? 0x43004300u : 0x64006400u);
+    return (t & 0x000f000fu) | (BF16 ? 0x43004300u : 0x64006400u);
   } else {
-    const uint32_t t = w << (12 - 4 * p);
     return (t & 0x80008000u) | ((t & 0x70007000u) >> (BF16 ? 6 : 3));
   }
+}
+
+template <Format F, bool BF16>
+__device__ __forceinline__ uint32_t decode_pair(uint32_t w, int p) {
+  return decode_pair_at<F, BF16>(kernel_order_pair<F == Format::Int4>(w, p));
 }
 
 // The 4 pairs of a weight word as 16-bit float pairs, before the block scale.

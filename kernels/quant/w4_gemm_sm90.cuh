@@ -141,10 +141,11 @@ __device__ __forceinline__ uint8_t* align_shared_1024(uint8_t* smem) {
 // row 16 warp + lane/4 + 8 (e/2), token tok0 + 8i + 2 (lane%4) + e%2). Split-K (p.partial): raw
 // sums added with atomics; else the sums times row_factor (format power of two, NVFP4 tensor
 // scale), through the epilogue functor (its prefetch() first where it has one) or the fused
-// gate/up's act(gate) * up.
+// gate/up's act(gate) * up. Only the chunks i (8 tokens each) with i % chunk_step == chunk_first:
+// variant 4's split of K gives each CTA of a cluster its share of the tile's chunks.
 template <Format F, typename T, int BN, class Ep>
 __device__ __forceinline__ void wgmma_w4_epilogue(const LinearParams& p, const Ep& ep, const float (&acc)[BN / 2], int row0,
-                                                  int tok0, int warp, int lane) {
+                                                  int tok0, int warp, int lane, int chunk_first = 0, int chunk_step = 1) {
   const int g = lane / 4, t = lane % 4;
   const int rg = row0 + 16 * warp + g;  // rows rg (gate when fused) and rg + 8 (up)
   const bool gated = p.act != Activation::None;
@@ -159,12 +160,13 @@ __device__ __forceinline__ void wgmma_w4_epilogue(const LinearParams& p, const E
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int tok = tok0 + 8 * i + 2 * t + e;
-          if (tok < p.m) ep.prefetch(0, tok, rg), ep.prefetch(0, tok, rg + 8);
+          if (i % chunk_step == chunk_first && tok < p.m) ep.prefetch(0, tok, rg), ep.prefetch(0, tok, rg + 8);
         }
     }
   }
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
+    if (i % chunk_step != chunk_first) continue;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int tok = tok0 + 8 * i + 2 * t + e;

@@ -38,8 +38,12 @@
 //    second group).
 //  One CTA per SM: the producer warpgroup down to 40 registers, the consumers up to 232.
 // K not a multiple of 256: the last stage holds 128 k (the boxes zero-fill the rest, its steps past
-// K are skipped). Split-K (grid.z > 1) and the epilogue: as variant 3 (atomics into a zeroed
-// `partial`, then w4_finish_kernel).
+// K are skipped). Split-K (grid.z > 1, at most 8): the CTAs along K are one thread-block cluster
+// and add their sums through distributed shared memory, each CTA running the epilogue of its share
+// of the tile, so a split needs no workspace, memset or second kernel, and keeps the programmatic
+// dependent launch. The epilogue: variant 3's (wgmma_w4_epilogue).
+#include <cooperative_groups.h>
+
 #include "w4_gemm_sm90.cuh"
 
 namespace kiln::quant::gpu {
@@ -141,6 +145,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
     w4_wgmma_rs_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, LinearParams p, Ep ep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace kiln::gemm::sm90;
+  namespace cg = cooperative_groups;
   using L = RsLayout<BN>;
   constexpr int S = L::kStages, R = kRsRawSlots;
   constexpr bool BF16 = IsBf16<T>::value;
@@ -221,6 +226,10 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
     cp_async_wait<0>();
+    if (gridDim.z > 1) {  // the split's reduction below: every thread of the cluster takes part
+      cg::this_cluster().sync();
+      cg::this_cluster().sync();
+    }
     return;
   }
 
@@ -284,7 +293,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int word = 2 * d + j;  // of unit i
-              const uint32_t pair = decode_pair<F, BF16>(kernel_nibbles(word_of(w[h], word)), t);
+              const uint32_t pair = decode_pair_at<F, BF16>(stored_pair<F == Format::Int4>(word_of(w[h], word), t));
               if constexpr (F == Format::NvFp4) {
                 A[h + 2 * j] = mul2<BF16>(pair, m[q + d][h]);
               } else if constexpr (F == Format::MxFp4) {
@@ -310,7 +319,33 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   wgmma_wait<0>();
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
-  wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
+  if (gridDim.z == 1) {
+    wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
+    return;
+  }
+  // Split K: the CTAs along K form one cluster (1 x 1 x split). Each writes its raw sums to its
+  // own shared memory (over the ring's stages, which both consumer warpgroups are done with), and
+  // CTA `rank` adds, in rank order (the result does not depend on timing), the chunks i of 8
+  // tokens with i % split == rank from every CTA's shared memory, then runs their epilogue.
+  named_barrier_sync(1, 256);  // both consumer warpgroups' last wgmmas have read the stages
+  float* const red = reinterpret_cast<float*>(smem);  // [BN / 2][256 consumer threads]
+  const int ct = threadIdx.x - 128;
+#pragma unroll
+  for (int e = 0; e < BN / 2; ++e) red[e * 256 + ct] = acc[e];
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every CTA's sums are in its shared memory
+  const int split = int(gridDim.z), rank = int(cluster.block_rank());
+  for (int q = 0; q < split; ++q) {
+    const float* remote = cluster.map_shared_rank(red, q);
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+      if (i % split != rank) continue;
+#pragma unroll
+      for (int e = 4 * i; e < 4 * i + 4; ++e) acc[e] = (q == 0 ? 0.0f : acc[e]) + remote[e * 256 + ct];
+    }
+  }
+  wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane, rank, split);
+  cluster.sync();  // no CTA leaves while another reads its shared memory
 #endif
 }
 

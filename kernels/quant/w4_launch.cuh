@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -145,11 +146,11 @@ inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128);
 }
 
-// Split-K bytes variants 3 and 4 need at most for a shape (any token tile): one zeroed [m, n] fp32.
+// Split-K bytes variant 3 needs at most for a shape (any token tile): one zeroed [m, n] fp32.
+// (Variant 4 adds its split's sums in the kernel: no workspace.)
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
   for (int bn : {64, 128})
-    for (int stage_k : {128, 256})
-      if (plan_wgmma(m, n, k, true, true, bn, stage_k).split > 1) return size_t(m) * n * sizeof(float);
+    if (plan_wgmma(m, n, k, true, true, bn, 128).split > 1) return size_t(m) * n * sizeof(float);
   return 0;
 }
 
@@ -354,14 +355,43 @@ inline bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
   return reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
-// GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K: with
-// split > 1, p.partial ([m, n] fp32) is zeroed first and w4_finish_kernel runs the epilogue after.
-// A programmatic dependent launch when not split (after a memset there is no kernel to overlap).
-// `wmap`: variant 4's weight tensor map.
+// Whether variant 4's clusters of `split` CTAs (along K) fit on this device at all (the occupancy
+// API counts what fits in one GPC); cached per kernel and split.
+template <Format F, typename T, int BN, class Ep>
+bool rs_cluster_fits(int split) {
+  static std::atomic<int> cache[9];  // split 1..8: 0 unknown, 1 fits, 2 does not
+  int known = cache[split].load(std::memory_order_relaxed);
+  if (known == 0) {
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim = {1, 1, unsigned(split)};
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(1, 1, unsigned(split));
+    cfg.blockDim = dim3(kRsThreads);
+    cfg.dynamicSmemBytes = RsLayout<BN>::kSmemBytes;
+    cfg.attrs = cluster;
+    cfg.numAttrs = 1;
+    int count = 0;
+    if (cudaOccupancyMaxActiveClusters(&count, w4_wgmma_rs_kernel<F, T, BN, Ep>, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;  // unknown: not split (not cached)
+    }
+    known = count > 0 ? 1 : 2;
+    cache[split].store(known, std::memory_order_relaxed);
+  }
+  return known == 1;
+}
+
+// GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K. Variant
+// 3 with split > 1: p.partial ([m, n] fp32) is zeroed first and w4_finish_kernel runs the epilogue
+// after, and the launch is a plain one (after a memset there is no kernel to overlap). Variant 4:
+// the split's CTAs are a cluster that adds its sums in the kernel, under programmatic dependent
+// launch like an unsplit one. `wmap`: variant 4's weight tensor map.
 template <int V, Format F, typename T, int BN, class Ep>
 cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtensorMap& wmap, const Ep& ep, int split,
                             cudaStream_t stream) {
-  if (split > 1) {
+  constexpr bool kFinish = V == 3;  // split K through `partial` and w4_finish_kernel
+  if (kFinish && split > 1) {
     if (cudaError_t e = cudaMemsetAsync(p.partial, 0, size_t(p.m) * p.n * sizeof(float), stream)) return e;
   } else {
     p.partial = nullptr;
@@ -375,23 +405,25 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
     }
   }();
   if (attr != cudaSuccess) return attr;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = split == 1 && pdl_enabled() ? 1 : 0;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = (split == 1 || !kFinish) && pdl_enabled() ? 1 : 0;
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim = {1, 1, unsigned(split)};
   cudaLaunchConfig_t cfg{};
   // variant 4: token tiles along x (the tiles of a weight row tile run together), variant 3: row tiles
   cfg.gridDim = V == 4 ? dim3((p.m + BN - 1) / BN, p.n / kWgmmaRows, split) : dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
   cfg.blockDim = dim3(V == 4 ? kRsThreads : kWgmmaThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
-  cfg.attrs = pdl;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = !kFinish && split > 1 ? 2 : 1;
   if constexpr (V == 4) {
     if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_rs_kernel<F, T, BN, Ep>, map, wmap, p, ep)) return e;
   } else {
     if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_kernel<F, T, BN, Ep>, map, p, ep)) return e;
   }
-  if (split > 1) {
+  if (kFinish && split > 1) {
     const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
     const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
     w4_finish_kernel<F, T, Ep><<<blocks, 256, 0, stream>>>(p, ep);
@@ -416,7 +448,8 @@ bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStr
 }
 
 // Runs GEMM variant 4 (or 3) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
-// device, x a TMA tensor; split-K only with `partial` of at least m * n floats) and returns true
+// device, x a TMA tensor; variant 3 splits K only with `partial` of at least m * n floats, variant
+// 4 only where its cluster of the split's CTAs fits the device) and returns true
 // with the launch's status in `e`; returns false (nothing launched, last_gemm_path says why)
 // otherwise.
 // kWithVariant3 = false (generated code): variant 3 is not compiled, and a request for it runs 4.
@@ -438,14 +471,17 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
       return false;
     }
     int split = plan.split;
-    if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
-    p.partial = static_cast<float*>(partial);
     p.tile_counter = nullptr;
     if constexpr (kWithVariant3) {
-      if (variant == 3)
+      if (variant == 3) {
+        if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
+        p.partial = static_cast<float*>(partial);
         return plan.bn == 64 ? try_launch_wgmma_bn<3, F, T, 64>(p, ep, split, stream, e)
                              : try_launch_wgmma_bn<3, F, T, 128>(p, ep, split, stream, e);
+      }
     }
+    (void)partial, (void)partial_bytes;
+    if (split > 1 && !(plan.bn == 64 ? rs_cluster_fits<F, T, 64, Ep>(split) : rs_cluster_fits<F, T, 128, Ep>(split))) split = 1;
     return plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
                          : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
   }

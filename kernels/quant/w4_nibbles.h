@@ -36,4 +36,37 @@ KILN_QUANT_HD uint32_t kernel_nibbles(uint32_t word) {
 #endif
 }
 
+KILN_QUANT_HD uint32_t rotate_left(uint32_t x, int n) {
+  n &= 31;
+  return n == 0 ? x : (x << n) | (x >> (32 - n));
+}
+
+// Pair p (elements e2p, e2p+1) of a word moved to where the pair decoders (w4_device.cuh's
+// decode_pair_at) take it: E2M1 (kInt4 false) e2p in nibble 3 and e2p+1 in nibble 7 (the sign
+// bits 15 and 31), INT4 e2p in nibble 0 and e2p+1 in nibble 4. Other bits are left undefined.
+// In kernel order one shift; in exported order two rotations and a select (3 instructions instead
+// of export_to_kernel_nibbles' 5 before the shift, for a decoder that takes one pair of a word).
+template <bool kInt4>
+KILN_QUANT_HD uint32_t kernel_order_pair(uint32_t word, int p) {
+  return kInt4 ? word >> (4 * p) : word << (12 - 4 * p);
+}
+
+template <bool kInt4>
+KILN_QUANT_HD uint32_t exported_order_pair(uint32_t word, int p) {
+  // e2p sits in bits 8p..8p+3, e2p+1 in bits 8p+4..8p+7.
+  const uint32_t low = rotate_left(word, (kInt4 ? 0 : 12) - 8 * p);   // e2p to bit 0 or 12
+  const uint32_t high = rotate_left(word, (kInt4 ? 12 : 24) - 8 * p);  // e2p+1 to bit 16 or 28
+  return (low & 0x0000ffffu) | (high & 0xffff0000u);
+}
+
+// Pair p of a word as stored (the decoders' input; see kernel_nibbles).
+template <bool kInt4>
+KILN_QUANT_HD uint32_t stored_pair(uint32_t word, int p) {
+#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
+  return exported_order_pair<kInt4>(word, p);
+#else
+  return kernel_order_pair<kInt4>(word, p);
+#endif
+}
+
 }  // namespace kiln::quant::gpu

@@ -10,6 +10,7 @@ namespace kiln::quant::gpu {
 // Variants 3 and 4's tile: kWgmmaRows weight rows (two consumer warpgroups of 64) x bn tokens.
 constexpr int kWgmmaRows = 128;
 constexpr int kWgmmaSms = 132;  // H100/H200 SMs a grid aims to fill (one CTA per SM)
+constexpr int kWgmmaMaxSplit = 8;  // CTAs along K: variant 4's cluster, at most the portable 8
 
 struct WgmmaPlan {
   bool use = false;
@@ -37,11 +38,12 @@ inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
   // producer warpgroups, w4_gemm_sm90.cuh).
   plan.bn = bn_override == 64 || bn_override == 128 ? bn_override : m <= 64 ? 64 : 128;
   // Split K while the tiles fill at most half the SMs (one CTA each): the largest divisor of the
-  // stages that keeps tiles x split within one wave and leaves each split at least two stages.
-  // (Splitting costs a memset, atomics and a second kernel.)
+  // stages that keeps tiles x split within one wave, leaves each split at least two stages and
+  // is at most kWgmmaMaxSplit. (Variant 3's split costs a memset, atomics and a second kernel,
+  // variant 4's a reduction in a cluster of the split's CTAs.)
   const int tiles = (n / kWgmmaRows) * ((m + plan.bn - 1) / plan.bn), steps = (k + stage_k - 1) / stage_k;
   if (2 * tiles <= kWgmmaSms) {
-    for (int d = std::min(steps / 2, kWgmmaSms / tiles); d >= 1; --d)
+    for (int d = std::min({steps / 2, kWgmmaSms / tiles, kWgmmaMaxSplit}); d >= 1; --d)
       if (steps % d == 0) {
         plan.split = d;
         break;

@@ -119,6 +119,24 @@ TEST(W4Contraction, NibbleReorderingIsPrepacksKernelOrder) {
   }
 }
 
+// GEMM variant 4 decodes one pair of each word: in exported order it moves the pair in place with
+// two rotations instead of reordering the whole word first. Same bits where the decoders look.
+TEST(W4Contraction, ExportedOrderPairIsTheReorderedWordsPair) {
+  std::mt19937_64 rng(5);
+  for (int w = 0; w < 256; ++w) {
+    const uint32_t word = uint32_t(rng());
+    const uint32_t kernel = quant::gpu::export_to_kernel_nibbles(word);
+    for (int p = 0; p < 4; ++p) {
+      EXPECT_EQ(quant::gpu::exported_order_pair<false>(word, p) & 0xf000f000u,
+                quant::gpu::kernel_order_pair<false>(kernel, p) & 0xf000f000u)
+          << "E2M1 pair " << p << " of 0x" << std::hex << word;
+      EXPECT_EQ(quant::gpu::exported_order_pair<true>(word, p) & 0x000f000fu,
+                quant::gpu::kernel_order_pair<true>(kernel, p) & 0x000f000fu)
+          << "INT4 pair " << p << " of 0x" << std::hex << word;
+    }
+  }
+}
+
 // x [batch, seq, 256] -> NVFP4 QuantLinear 256 -> 64 with bias: one call of the 4-bit kernels, the
 // bias and the cast in its epilogue.
 TEST(W4Contraction, QuantLinearWithBiasIsOneW4Call) {

@@ -47,7 +47,7 @@ TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
   EXPECT_EQ(plan_wgmma(51, 2048, 16384, true, true).split, 8);
   // Action expert at M = 51: gate/up (8192 rows, K = 1024) and down (1024 rows, K = 4096).
   EXPECT_EQ(plan_wgmma(51, 8192, 1024, true, true).split, 2);
-  EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true).split, 16);
+  EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true).split, 8);  // 32 stages, at most kWgmmaMaxSplit
   EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true).split, 1);
   // Variant 4's 256-k stages (the last one 128 k when K is not a multiple of 256).
   EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true, 0, 256).split, 8);
@@ -64,6 +64,7 @@ TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
         EXPECT_EQ(steps % plan.split, 0);
         EXPECT_TRUE(plan.split == 1 || steps / plan.split >= 2);
         EXPECT_TRUE(plan.split == 1 || tiles * plan.split <= kWgmmaSms);
+        EXPECT_LE(plan.split, kWgmmaMaxSplit);
       }
     }
   }
