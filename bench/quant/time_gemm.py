@@ -3,7 +3,10 @@
 for each GEMM variant in --variants. Prints one row per (shape, M) with every library's µs and
 cuBLAS bf16's. Libraries built with a changed kernel (e.g. a -D switch that skips work) show what
 that work costs; their rows say when their results are wrong.
-    python3 bench/quant/time_gemm.py --lib A.so --lib B.so [--variants 3,4] [--ms 51,816]"""
+    python3 bench/quant/time_gemm.py --lib A.so --lib B.so [--variants 3,4] [--ms 51,816]
+        [--envs "KILN_QUANT_RS_SPLIT=cluster;KILN_QUANT_RS_SPLIT=partial"] [--paths]
+--envs: each library and variant once per setting (';'-separated NAME=VALUE[,NAME=VALUE]);
+--paths: each cell also says which kernel ran (kiln_w4_last_gemm_path)."""
 import argparse
 import ctypes as C
 import os
@@ -23,7 +26,10 @@ def main():
     ap.add_argument("--lib", action="append", required=True)
     ap.add_argument("--variants", default="3,4")
     ap.add_argument("--ms", default="51,816")
+    ap.add_argument("--envs", default="")
+    ap.add_argument("--paths", action="store_true")
     a = ap.parse_args()
+    envs = [dict(kv.split("=", 1) for kv in e.split(",") if kv) for e in a.envs.split(";")] if a.envs else [{}]
     libs = [C.CDLL(p) for p in a.lib]
     for lib in libs:
         lib.kiln_w4_last_gemm_path.restype = C.c_char_p
@@ -31,7 +37,8 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     print(f"# {torch.cuda.get_device_name(0)}; libraries: {', '.join(a.lib)}")
-    print("| N×K | M | cuBLAS bf16 µs | " + " | ".join(f"lib {i} variant {v} µs" for i in range(len(libs)) for v in a.variants.split(",")) + " |")
+    print("| N×K | M | cuBLAS bf16 µs | " + " | ".join(f"lib {i} variant {v}{' ' + ','.join(f'{k}={x}' for k, x in env.items()) if env else ''} µs"
+                                                    for i in range(len(libs)) for v in a.variants.split(",") for env in envs) + " |")
     for (n, k) in SHAPES:
         w = bench.weights(n, k, 1000 + n + k)
         q = bench.quantize(w, "nvfp4")
@@ -46,13 +53,18 @@ def main():
             row = f"| {n}×{k} | {m} | {t_bf:.1f} |"
             for lib in libs:
                 for v in a.variants.split(","):
-                    os.environ["KILN_QUANT_GEMM_VARIANT"] = v
-                    y.fill_(float("nan"))
-                    kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + kq.KernelWeight(q).args() + [y], ws)()
-                    torch.cuda.synchronize()
-                    e = bench.rel_err(y, x.double() @ wd.T)
-                    t = bench.time_calls([kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws])
-                    row += f" {t:.1f}{'' if e < 8e-3 else f' (WRONG {e:.1e})'} |"
+                    for env in envs:
+                        os.environ.update(env)
+                        os.environ["KILN_QUANT_GEMM_VARIANT"] = v
+                        y.fill_(float("nan"))
+                        kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + kq.KernelWeight(q).args() + [y], ws)()
+                        torch.cuda.synchronize()
+                        path = lib.kiln_w4_last_gemm_path().decode()
+                        e = bench.rel_err(y, x.double() @ wd.T)
+                        t = bench.time_calls([kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws])
+                        row += f" {t:.1f}{'' if e < 8e-3 else f' (WRONG {e:.1e})'}{f' [{path}]' if a.paths else ''} |"
+                        for k in env:
+                            os.environ.pop(k, None)
             print(row, flush=True)
 
 

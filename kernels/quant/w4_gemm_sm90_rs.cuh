@@ -38,10 +38,12 @@
 //    second group).
 //  One CTA per SM: the producer warpgroup down to 40 registers, the consumers up to 232.
 // K not a multiple of 256: the last stage holds 128 k (the boxes zero-fill the rest, its steps past
-// K are skipped). Split-K (grid.z > 1, at most 8): the CTAs along K are one thread-block cluster
-// and add their sums through distributed shared memory, each CTA running the epilogue of its share
-// of the tile, so a split needs no workspace, memset or second kernel, and keeps the programmatic
-// dependent launch. The epilogue: variant 3's (wgmma_w4_epilogue).
+// K are skipped). Split-K (grid.z > 1, at most 8), where all of the grid's clusters fit on the GPU
+// at once: the CTAs along K are one thread-block cluster and add their sums through distributed
+// shared memory, each CTA running the epilogue of its share of the tile, so a split needs no
+// workspace, memset or second kernel, and keeps the programmatic dependent launch. Otherwise (or
+// forced by KILN_QUANT_RS_SPLIT=partial) as variant 3: atomics into a zeroed `partial`, then
+// w4_finish_kernel. The epilogue: variant 3's (wgmma_w4_epilogue).
 #include <cooperative_groups.h>
 
 #include "w4_gemm_sm90.cuh"
@@ -226,7 +228,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
     cp_async_wait<0>();
-    if (gridDim.z > 1) {  // the split's reduction below: every thread of the cluster takes part
+    if (gridDim.z > 1 && !p.partial) {  // the cluster's reduction below: every thread takes part
       cg::this_cluster().sync();
       cg::this_cluster().sync();
     }
@@ -319,11 +321,11 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   wgmma_wait<0>();
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
-  if (gridDim.z == 1) {
+  if (gridDim.z == 1 || p.partial) {  // (p.partial: split K through atomics, w4_finish_kernel after)
     wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
     return;
   }
-  // Split K: the CTAs along K form one cluster (1 x 1 x split). Each writes its raw sums to its
+  // Split K in a cluster: the CTAs along K form one cluster (1 x 1 x split). Each writes its raw sums to its
   // own shared memory (over the ring's stages, which both consumer warpgroups are done with), and
   // CTA `rank` adds, in rank order (the result does not depend on timing), the chunks i of 8
   // tokens with i % split == rank from every CTA's shared memory, then runs their epilogue.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "w4_gemm.cuh"
 #include "w4_gemm_sm90.cuh"
@@ -146,11 +147,12 @@ inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128);
 }
 
-// Split-K bytes variant 3 needs at most for a shape (any token tile): one zeroed [m, n] fp32.
-// (Variant 4 adds its split's sums in the kernel: no workspace.)
+// Split-K bytes variants 3 and 4 need at most for a shape (any token tile): one zeroed [m, n] fp32
+// (variant 4 only where its clusters do not fit at once).
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
   for (int bn : {64, 128})
-    if (plan_wgmma(m, n, k, true, true, bn, 128).split > 1) return size_t(m) * n * sizeof(float);
+    for (int stage_k : {128, 256})
+      if (plan_wgmma(m, n, k, true, true, bn, stage_k).split > 1) return size_t(m) * n * sizeof(float);
   return 0;
 }
 
@@ -355,13 +357,16 @@ inline bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
   return reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
-// Whether variant 4's clusters of `split` CTAs (along K) fit on this device at all (the occupancy
-// API counts what fits in one GPC); cached per kernel and split.
+// How many of variant 4's clusters of `split` CTAs (along K) this device holds at once (the
+// occupancy API, which counts what fits in each GPC); cached per kernel and split; -1 when the
+// query fails.
 template <Format F, typename T, int BN, class Ep>
-bool rs_cluster_fits(int split) {
-  static std::atomic<int> cache[9];  // split 1..8: 0 unknown, 1 fits, 2 does not
-  int known = cache[split].load(std::memory_order_relaxed);
-  if (known == 0) {
+int rs_max_clusters(int split) {
+  static std::atomic<int> cache[kWgmmaMaxSplit + 1];  // count + 1; 0: not asked yet
+  int known = cache[split].load(std::memory_order_relaxed) - 1;
+  if (known < 0) {
+    static const cudaError_t attr = cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(RsLayout<BN>::kSmemBytes));
     cudaLaunchAttribute cluster[1];
     cluster[0].id = cudaLaunchAttributeClusterDimension;
     cluster[0].val.clusterDim = {1, 1, unsigned(split)};
@@ -371,27 +376,34 @@ bool rs_cluster_fits(int split) {
     cfg.dynamicSmemBytes = RsLayout<BN>::kSmemBytes;
     cfg.attrs = cluster;
     cfg.numAttrs = 1;
-    int count = 0;
-    if (cudaOccupancyMaxActiveClusters(&count, w4_wgmma_rs_kernel<F, T, BN, Ep>, &cfg) != cudaSuccess) {
+    if (attr != cudaSuccess || cudaOccupancyMaxActiveClusters(&known, w4_wgmma_rs_kernel<F, T, BN, Ep>, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
-      return false;  // unknown: not split (not cached)
+      return -1;  // (not cached)
     }
-    known = count > 0 ? 1 : 2;
-    cache[split].store(known, std::memory_order_relaxed);
+    cache[split].store(known + 1, std::memory_order_relaxed);
   }
-  return known == 1;
+  return known;
 }
 
-// GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K. Variant
-// 3 with split > 1: p.partial ([m, n] fp32) is zeroed first and w4_finish_kernel runs the epilogue
-// after, and the launch is a plain one (after a memset there is no kernel to overlap). Variant 4:
-// the split's CTAs are a cluster that adds its sums in the kernel, under programmatic dependent
-// launch like an unsplit one. `wmap`: variant 4's weight tensor map.
+// KILN_QUANT_RS_SPLIT=partial or =cluster forces variant 4's way of splitting K (benchmarks); else
+// a cluster where the grid's clusters all fit at once.
+inline int rs_split_override() {
+  const char* v = std::getenv("KILN_QUANT_RS_SPLIT");
+  return !v ? 0 : std::string(v) == "partial" ? 1 : std::string(v) == "cluster" ? 2 : 0;
+}
+
+inline thread_local char rs_path_text[128];
+
+// GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K. With
+// p.partial ([m, n] fp32) and split > 1, `partial` is zeroed first and w4_finish_kernel runs the
+// epilogue after, and the launch is a plain one (after a memset there is no kernel to overlap).
+// Variant 4 without p.partial: the split's CTAs are a cluster that adds its sums in the kernel,
+// under programmatic dependent launch like an unsplit one. `wmap`: variant 4's weight tensor map.
 template <int V, Format F, typename T, int BN, class Ep>
 cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtensorMap& wmap, const Ep& ep, int split,
                             cudaStream_t stream) {
-  constexpr bool kFinish = V == 3;  // split K through `partial` and w4_finish_kernel
-  if (kFinish && split > 1) {
+  const bool finish = p.partial != nullptr;  // split K through `partial` and w4_finish_kernel
+  if (finish && split > 1) {
     if (cudaError_t e = cudaMemsetAsync(p.partial, 0, size_t(p.m) * p.n * sizeof(float), stream)) return e;
   } else {
     p.partial = nullptr;
@@ -407,7 +419,7 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
   if (attr != cudaSuccess) return attr;
   cudaLaunchAttribute attrs[2];
   attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[0].val.programmaticStreamSerializationAllowed = (split == 1 || !kFinish) && pdl_enabled() ? 1 : 0;
+  attrs[0].val.programmaticStreamSerializationAllowed = (split == 1 || !finish) && pdl_enabled() ? 1 : 0;
   attrs[1].id = cudaLaunchAttributeClusterDimension;
   attrs[1].val.clusterDim = {1, 1, unsigned(split)};
   cudaLaunchConfig_t cfg{};
@@ -417,13 +429,13 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = attrs;
-  cfg.numAttrs = !kFinish && split > 1 ? 2 : 1;
+  cfg.numAttrs = !finish && split > 1 ? 2 : 1;
   if constexpr (V == 4) {
     if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_rs_kernel<F, T, BN, Ep>, map, wmap, p, ep)) return e;
   } else {
     if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_kernel<F, T, BN, Ep>, map, p, ep)) return e;
   }
-  if (kFinish && split > 1) {
+  if (finish && split > 1) {
     const size_t outputs = size_t(p.m) * (p.act != Activation::None ? p.n / 2 : p.n);
     const int blocks = int(std::min<size_t>((outputs + 255) / 256, 4096));
     w4_finish_kernel<F, T, Ep><<<blocks, 256, 0, stream>>>(p, ep);
@@ -448,8 +460,7 @@ bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStr
 }
 
 // Runs GEMM variant 4 (or 3) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
-// device, x a TMA tensor; variant 3 splits K only with `partial` of at least m * n floats, variant
-// 4 only where its cluster of the split's CTAs fits the device) and returns true
+// device, x a TMA tensor; split-K through `partial` only where it holds m * n floats) and returns true
 // with the launch's status in `e`; returns false (nothing launched, last_gemm_path says why)
 // otherwise.
 // kWithVariant3 = false (generated code): variant 3 is not compiled, and a request for it runs 4.
@@ -480,10 +491,29 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
                              : try_launch_wgmma_bn<3, F, T, 128>(p, ep, split, stream, e);
       }
     }
-    (void)partial, (void)partial_bytes;
-    if (split > 1 && !(plan.bn == 64 ? rs_cluster_fits<F, T, 64, Ep>(split) : rs_cluster_fits<F, T, 128, Ep>(split))) split = 1;
-    return plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
-                         : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
+    // Variant 4 splits K in clusters where all of them fit on the GPU at once (a cluster that waits
+    // for a second wave doubles the time: run s12a), else through `partial`, else not at all.
+    p.partial = nullptr;
+    const char* how = "";
+    if (split > 1) {
+      const int tiles = (p.n / kWgmmaRows) * ((p.m + plan.bn - 1) / plan.bn), force = rs_split_override();
+      const int fit = plan.bn == 64 ? rs_max_clusters<F, T, 64, Ep>(split) : rs_max_clusters<F, T, 128, Ep>(split);
+      const bool workspace = partial != nullptr && partial_bytes >= size_t(p.m) * p.n * sizeof(float);
+      if (force != 1 && (force == 2 || fit >= tiles)) {
+        how = "in clusters";
+      } else if (workspace) {
+        p.partial = static_cast<float*>(partial);
+        how = "through partial";
+      } else {
+        split = 1;
+        how = "not split (no workspace)";
+      }
+      std::snprintf(rs_path_text, sizeof rs_path_text, "wgmma rs, split %d %s (clusters: %d fit, %d needed)", plan.split, how, fit, tiles);
+    }
+    const bool launched = plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
+                                        : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
+    if (launched && plan.split > 1) last_gemm_path = rs_path_text;
+    return launched;
   }
 }
 
