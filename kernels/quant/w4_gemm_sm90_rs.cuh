@@ -142,7 +142,10 @@ __device__ __forceinline__ void expand_scales(const uint8_t* raw, int at, int gr
 }  // namespace sm90rs
 #endif
 
-template <Format F, typename T, int BN, class Ep>
+// kClusterSplit: launched with grid.z > 1 in clusters of 1 x 1 x grid.z, adding the split's sums
+// in the kernel (a separate instantiation: the cluster code in the unsplit kernel cost it 3-9% at
+// M = 17..816 in run s12b).
+template <Format F, typename T, int BN, class Ep, bool kClusterSplit = false>
 __global__ void __launch_bounds__(kRsThreads, 1)
     w4_wgmma_rs_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, LinearParams p, Ep ep) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -228,7 +231,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
     cp_async_wait<0>();
-    if (gridDim.z > 1 && !p.partial) {  // the cluster's reduction below: every thread takes part
+    if constexpr (kClusterSplit) {  // the cluster's reduction below: every thread takes part
       cg::this_cluster().sync();
       cg::this_cluster().sync();
     }
@@ -321,14 +324,14 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   wgmma_wait<0>();
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
-  if (gridDim.z == 1 || p.partial) {  // (p.partial: split K through atomics, w4_finish_kernel after)
+  if constexpr (!kClusterSplit) {  // (split K through p.partial: atomics, w4_finish_kernel after)
     wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
     return;
   }
-  // Split K in a cluster: the CTAs along K form one cluster (1 x 1 x split). Each writes its raw sums to its
-  // own shared memory (over the ring's stages, which both consumer warpgroups are done with), and
-  // CTA `rank` adds, in rank order (the result does not depend on timing), the chunks i of 8
-  // tokens with i % split == rank from every CTA's shared memory, then runs their epilogue.
+  // Split K in a cluster: the CTAs along K form one cluster (1 x 1 x split). Each writes its raw
+  // sums to its own shared memory (over the ring's stages, which both consumer warpgroups are done
+  // with), and CTA `rank` adds, in rank order (the result does not depend on timing), the chunks i
+  // of 8 tokens with i % split == rank from every CTA's shared memory, then runs their epilogue.
   named_barrier_sync(1, 256);  // both consumer warpgroups' last wgmmas have read the stages
   float* const red = reinterpret_cast<float*>(smem);  // [BN / 2][256 consumer threads]
   const int ct = threadIdx.x - 128;

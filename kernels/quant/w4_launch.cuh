@@ -365,7 +365,7 @@ int rs_max_clusters(int split) {
   static std::atomic<int> cache[kWgmmaMaxSplit + 1];  // count + 1; 0: not asked yet
   int known = cache[split].load(std::memory_order_relaxed) - 1;
   if (known < 0) {
-    static const cudaError_t attr = cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep>,
+    static const cudaError_t attr = cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep, true>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(RsLayout<BN>::kSmemBytes));
     cudaLaunchAttribute cluster[1];
     cluster[0].id = cudaLaunchAttributeClusterDimension;
@@ -376,7 +376,7 @@ int rs_max_clusters(int split) {
     cfg.dynamicSmemBytes = RsLayout<BN>::kSmemBytes;
     cfg.attrs = cluster;
     cfg.numAttrs = 1;
-    if (attr != cudaSuccess || cudaOccupancyMaxActiveClusters(&known, w4_wgmma_rs_kernel<F, T, BN, Ep>, &cfg) != cudaSuccess) {
+    if (attr != cudaSuccess || cudaOccupancyMaxActiveClusters(&known, w4_wgmma_rs_kernel<F, T, BN, Ep, true>, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
       return -1;  // (not cached)
     }
@@ -409,6 +409,7 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
     p.partial = nullptr;
   }
   constexpr size_t kSmem = V == 4 ? RsLayout<BN>::kSmemBytes : WgmmaW4Layout<BN>::kSmemBytes;
+  const bool cluster = V == 4 && !finish && split > 1;
   static const cudaError_t attr = [] {
     if constexpr (V == 4) {
       return cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
@@ -429,9 +430,13 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = attrs;
-  cfg.numAttrs = !finish && split > 1 ? 2 : 1;
+  cfg.numAttrs = cluster ? 2 : 1;
   if constexpr (V == 4) {
-    if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_rs_kernel<F, T, BN, Ep>, map, wmap, p, ep)) return e;
+    // (the cluster instantiation's shared-memory limit was set by rs_max_clusters)
+    if (cudaError_t e = cluster ? cudaLaunchKernelEx(&cfg, w4_wgmma_rs_kernel<F, T, BN, Ep, true>, map, wmap, p, ep)
+                                : cudaLaunchKernelEx(&cfg, w4_wgmma_rs_kernel<F, T, BN, Ep>, map, wmap, p, ep)) {
+      return e;
+    }
   } else {
     if (cudaError_t e = cudaLaunchKernelEx(&cfg, w4_wgmma_kernel<F, T, BN, Ep>, map, p, ep)) return e;
   }
