@@ -11,7 +11,8 @@ split-K (M = 17, 33, 200), the Hopper kernels (M = 300: 128x128 ping-pong; M = 5
 over at least 132 tiles: 128x256 cooperative), dual gate/up products (small M, tiles, Hopper),
 Gemm with transB, alpha, beta and C, batched attention products, an attention block, implicit-GEMM
 convolutions (stride, dilation, asymmetric pads, 1-D, BN+ReLU) and the plain conv path (groups),
-and kiln.QuantLinear (NVFP4, INT4) through kernels/quant at M = 1, 5, 17, 200 (N = 192 and 256).
+and kiln.QuantLinear (NVFP4, INT4) through kernels/quant at M = 1, 5, 17, 200 (N = 192 and 256;
+K = 1024: split K in clusters).
 
 Usage: bench/contraction/sanitizer_cases.py OUT_DIR [--kiln PATH] [--small]
   --kiln: also write the QuantLinear cases (needs `kiln quantize` and `kiln compile`)
@@ -197,12 +198,13 @@ QUANT = [("nvfp4", ["--format", "nvfp4"]), ("int4", ["--format", "int4", "--grou
 
 def quant_cases(root, rng, kiln, t):
     """kiln quantize of a Linear, expected outputs from kiln's CPU interpreter on the same inputs."""
-    k = 256
     for fmt, args in QUANT:
         # N = 192: the GEMV and the mma.sync GEMM; N = 256 (a multiple of 128) reaches the sm_90a
-        # wgmma GEMM at M >= 17, split across K when its tiles fill few SMs.
-        for m, n in ((1, 192), (5, 192), (17, 192), (200, 192), (17, 256), (200, 256)):
-            name = f"quantlinear_{fmt}_{NAMES[t]}_m{m}_n{n}"
+        # wgmma GEMM at M >= 17; with K = 1024 (4 stages of 256 over 2 or 4 tiles) it splits K in
+        # clusters of 2 (variant 4's cluster reduction through distributed shared memory).
+        for m, n, k in ((1, 192, 256), (5, 192, 256), (17, 192, 256), (200, 192, 256), (17, 256, 256), (200, 256, 256),
+                        (17, 256, 1024), (200, 256, 1024)):
+            name = f"quantlinear_{fmt}_{NAMES[t]}_m{m}_n{n}" + (f"_k{k}" if k != 256 else "")
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = pathlib.Path(tmp)
                 x = rand(rng, (m, k), t)
