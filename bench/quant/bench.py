@@ -27,7 +27,7 @@ MS_TIME = [1, 2, 3, 4, 8, 16] if QUICK else [51, 816] if GEMM_ONLY else [1, 2, 3
 MLP_CHECK_MS = [1, 4] if QUICK else [51, 816] if GEMM_ONLY else [1, 4, 51, 816]
 GEMV_VARIANTS = ["5", "8", "9", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["5", "8"] if GEMM_ONLY else ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]
 M1_VARIANTS = ["5", "8", "10", "14", "15", "16", "17", "18", "19"] if QUICK else ["5", "8"] if GEMM_ONLY else ["5", "7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19"]  # timed at M = 1
-GEMM_VARIANTS = ["g1", "g2", "g3", "g4"]  # checked at M > 16
+GEMM_VARIANTS = ["g1", "g2", "g3", "g4", "g5"]  # checked at M > 16
 
 FMTS = ["nvfp4", "mxfp4", "int4"]
 BOUND = {torch.bfloat16: 8e-3, torch.float16: 2e-3}  # rel. L2 error vs fp64 reference of dequant(W)
@@ -235,7 +235,7 @@ def main():
     log("")
     ok = {}
     variant_ok = {"1": True, "2": True, "3": True, "4": True, "5": True, "6": True, "7": True, "8": True, "9": True, "10": True, "12": True, "13": True, "14": True, "15": True, "16": True, "17": True, "18": True, "19": True}
-    gemm_ok = {"1": True, "2": True, "3": True, "4": True}
+    gemm_ok = {"1": True, "2": True, "3": True, "4": True, "5": True}
     gemm3_paths = set()  # what the GEMM variant-3 calls ran ("wgmma" or the fallback's reason)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     worst = {}
@@ -270,7 +270,7 @@ def main():
                             call()
                             torch.cuda.synchronize()
                             ev = rel_err(y, ref)
-                            if variant in ("g3", "g4"):
+                            if variant in ("g3", "g4", "g5"):
                                 gemm3_paths.add(f"{variant}: {lib.kiln_w4_last_gemm_path().decode()}")
                         except RuntimeError as ex:  # a refused or failed launch fails the variant, not the run
                             ev = float("inf")
@@ -382,15 +382,16 @@ def main():
     # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
     # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split), 2560
     # (variant 4: a split of 5, which does not divide a tile's 8 or 16 token chunks) and 8192
-    # (split-K 8 or 4); N = 272 is not a multiple of 128: the fallback (its reason is printed).
+    # (split-K 8 or 4); N = 272 is not a multiple of 128: the fallback (its reason is printed);
+    # N = 512 (two of variant 5's 256-row tiles) with K = 640 and 8192 (split in clusters).
     e3 = {}
-    for (n, k) in ([] if QUICK else [(384, 640), (384, 2560), (384, 8192), (272, 1024)]):
+    for (n, k) in ([] if QUICK else [(384, 640), (384, 2560), (384, 8192), (272, 1024), (512, 640), (512, 8192)]):
         w = weights(n, k, 91 + k)
         for fmt, group in [("nvfp4", 16), ("mxfp4", 32), ("int4", 32), ("int4", 64), ("int4", 128)]:
             for dt in [torch.bfloat16, torch.float16]:
                 q = kq.quantize(w, fmt, group=group, scale_dtype=dt) if fmt == "int4" else quantize(w, fmt)
                 kw, wd = kq.KernelWeight(q), q.dequant().double()
-                for gv in ["3", "4"]:
+                for gv in (["5"] if n == 512 else ["3", "4"]):
                     os.environ["KILN_QUANT_GEMM_VARIANT"] = gv
                     for m in [17, 51, 200, 816]:
                         for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
@@ -472,7 +473,7 @@ def main():
             qg, qu, qd = quantize(wg, fmt), quantize(wu, fmt), quantize(wdn, fmt)
             gu, dn = kq.KernelWeight(qg, qu), kq.KernelWeight(qd)
             for m in MLP_CHECK_MS:
-                for gv in (["3", "4"] if m > 16 else ["3"]):  # GEMM variants 3 and 4 at M > 16
+                for gv in (["3", "4", "5"] if m > 16 else ["3"]):  # GEMM variants 3, 4 and 5 at M > 16
                     os.environ["KILN_QUANT_GEMM_VARIANT"] = gv
                     x = torch.randn(m, h, device=dev).to(torch.bfloat16)
                     xd = x.double()
@@ -501,7 +502,7 @@ def main():
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
     log(f"kiln columns: GEMV variant {default_variant} ('lib': the library default, KILN_QUANT_GEMV_VARIANT unset), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs; variant 3 with 64 / 128-token tiles; variant 4 with 64 / 128-token tiles µs (M > 16) |")
+    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs; variant 3 with 64 / 128-token tiles; variant 4 with 64 / 128-token tiles; variant 5 µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -561,7 +562,7 @@ def main():
                 row += f" {t:.1f} | {gbs:.0f} | {100 * ceil[(fmt, n, k)] / t:.0f}% | {t_bf / t:.2f} |"
             if m > 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128"), ("4", "64"), ("4", "128")]:
+                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128"), ("4", "64"), ("4", "128"), ("5", "")]:
                     if not gemm_ok[variant] or (bn == "64" and m > 64):
                         tv.append("-")
                         continue
@@ -571,7 +572,7 @@ def main():
                     tv.append(f"{time_calls(calls):.1f}")
                 os.environ.pop("KILN_QUANT_WGMMA_BN", None)
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
-                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:4])}; {' / '.join(tv[4:])} |"
+                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:4])}; {' / '.join(tv[4:6])}; {tv[6]} |"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), m in (2, 8)):
                 tv = []
                 for variant in (M1_VARIANTS if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9", "19"] if m <= 8 else ["5", "9"]):
@@ -651,7 +652,7 @@ def main():
     # ---- whole MLPs ×18 ----
     log("## Whole MLP × 18 layers (µs for all 18; bf16: one gate+up GEMM, GeGLU, down GEMM per layer)")
     log("")
-    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 / 19 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 / 3 / 4 but the kiln column's (M > 16) µs (×bf16) |")
+    log("| MLP | M | bf16 cuBLAS µs | kiln nvfp4 µs (×bf16) | kiln mxfp4 µs (×bf16) | kiln int4 µs (×bf16) | nvfp4, GEMV variant 8 / 10 / 12 / 13 / 14 / 15 / 16 / 17 / 18 / 19 (M = 1; 12 and 13 not in QUANT_BENCH_QUICK), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 (M = 5..16) or GEMM variant 1 / 2 / 3 / 4 / 5 but the kiln column's (M > 16) µs (×bf16) |")
     log("|---|---|---|---|---|---|---|")
     chain_notes = []
     mlps = ([(2048, 16384, [1, 4], "Gemma-2B 2048→16384→2048")] if QUICK else
@@ -694,7 +695,7 @@ def main():
                 # input: a missing dependency between layers would show here. (The chain itself
                 # over- or underflows after a few layers: GeGLU is quadratic in x.)
                 tv = []
-                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18", "19"] if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g3", "g4"]):
+                for variant in ((["8", "10", "12", "13", "14", "15", "16", "17", "18", "19"] if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9"]) if m <= 16 else ["g1", "g2", "g3", "g4", "g5"]):
                     if QUICK and variant in ("12", "13"):
                         continue
                     if not (variant_ok[variant] if m <= 16 else gemm_ok[variant[1]]):
@@ -709,7 +710,7 @@ def main():
                     t = time_calls(calls, reps=3, trials=3) * len(calls) * 18 / layers
                     if variant != "g" + default_gemm:  # (the kiln column: timed there)
                         tv.append(f"{t:.0f} ({t_bf / t:.2f})")
-                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19", "g2", "g3", "g4"):
+                    if variant in ("7", "8", "9", "10", "12", "13", "14", "15", "16", "17", "18", "19", "g2", "g3", "g4", "g5"):
                         snap = [b.clone() for b in bufs]  # the chain as the graph left it
                         e_chain, checked = 0.0, 0
                         os.environ["KILN_QUANT_GEMV_VARIANT"] = "1"

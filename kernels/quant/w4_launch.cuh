@@ -12,6 +12,7 @@
 #include "w4_gemm.cuh"
 #include "w4_gemm_sm90.cuh"
 #include "w4_gemm_sm90_rs.cuh"
+#include "w4_gemm_sm90_ss.cuh"
 #include "w4_gemv_async.cuh"
 #include "w4_gemv_mma.cuh"
 #include "w4_gemv_mma8.cuh"
@@ -120,10 +121,11 @@ inline bool pdl_enabled() {
 // plan_wgmma takes the call, else 1 (w4_gemm.cuh); KILN_QUANT_GEMM_VARIANT=1 or 2 selects an
 // mma.sync variant (2 is checked but not the default, NOTES.md session 3), 3 the wgmma on weights
 // decoded into shared memory (w4_gemm_sm90.cuh, the default until session 11; libkiln_quant only,
-// generated code compiles 4), 4 the default.
+// generated code compiles 4), 4 the default, 5 the weight rows as wgmma's N (w4_gemm_sm90_ss.cuh;
+// libkiln_quant only).
 inline int gemm_variant() {
   const char* v = std::getenv("KILN_QUANT_GEMM_VARIANT");
-  return v && (v[0] == '1' || v[0] == '2' || v[0] == '3') ? v[0] - '0' : 4;
+  return v && (v[0] == '1' || v[0] == '2' || v[0] == '3' || v[0] == '5') ? v[0] - '0' : 4;
 }
 
 // Whether this translation unit has GEMM variants 3 and 4's device code (an sm_90a pass) and may launch
@@ -464,16 +466,86 @@ bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStr
   return true;
 }
 
+// Variant 5 (w4_gemm_sm90_ss.cuh): tiles of 256 weight rows x 64 tokens; K split in clusters (at
+// most 8 CTAs, each at least 4 stages of 64 k) while the tiles fill at most half the SMs and all
+// of the grid's clusters fit at once. Returns false (nothing launched, last_gemm_path says why)
+// where the shape or x does not fit it.
+template <Format F, typename T, class Ep>
+bool try_launch_ss(LinearParams p, const Ep& ep, cudaStream_t stream, cudaError_t& e) {
+  if (p.n % kSsRows != 0) {
+    last_gemm_path = "variant 5: N is not a multiple of 256";
+    return false;
+  }
+  CUtensorMap map;
+  if (!wgmma_x_tensor_map<T, kSsTokens>(p, map)) {
+    last_gemm_path = "x is not a TMA tensor (16-byte aligned address and rows)";
+    return false;
+  }
+  static const cudaError_t attr = [] {
+    const int bytes = int(SsLayout::kSmemBytes);
+    cudaError_t a = cudaFuncSetAttribute(w4_wgmma_ss_kernel<F, T, Ep>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaError_t b = cudaFuncSetAttribute(w4_wgmma_ss_kernel<F, T, Ep, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return a != cudaSuccess ? a : b;
+  }();
+  if (attr != cudaSuccess) {
+    e = attr;
+    return true;
+  }
+  const int tiles = (p.n / kSsRows) * ((p.m + kSsTokens - 1) / kSsTokens), stages = p.k / 64;
+  int split = 1, fit = -1;
+  if (2 * tiles <= kWgmmaSms) {
+    for (int d = std::min({stages / 4, kWgmmaSms / tiles, kWgmmaMaxSplit}); d >= 2; --d) {
+      if (stages % d != 0) continue;
+      cudaLaunchAttribute cluster[1];
+      cluster[0].id = cudaLaunchAttributeClusterDimension;
+      cluster[0].val.clusterDim = {1, 1, unsigned(d)};
+      cudaLaunchConfig_t q{};
+      q.gridDim = dim3(1, 1, unsigned(d));
+      q.blockDim = dim3(kSsThreads);
+      q.dynamicSmemBytes = SsLayout::kSmemBytes;
+      q.attrs = cluster;
+      q.numAttrs = 1;
+      if (cudaOccupancyMaxActiveClusters(&fit, w4_wgmma_ss_kernel<F, T, Ep, true>, &q) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fit = -1;
+      }
+      if (fit >= tiles) {
+        split = d;
+        break;
+      }
+    }
+  }
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim = {1, 1, unsigned(split)};
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.n / kSsRows, (p.m + kSsTokens - 1) / kSsTokens, split);
+  cfg.blockDim = dim3(kSsThreads);
+  cfg.dynamicSmemBytes = SsLayout::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = split > 1 ? 2 : 1;
+  p.partial = nullptr;
+  e = split > 1 ? cudaLaunchKernelEx(&cfg, w4_wgmma_ss_kernel<F, T, Ep, true>, map, p, ep)
+                : cudaLaunchKernelEx(&cfg, w4_wgmma_ss_kernel<F, T, Ep>, map, p, ep);
+  if (e == cudaSuccess) e = cudaGetLastError();
+  std::snprintf(rs_path_text, sizeof rs_path_text, "wgmma ss, split %d (clusters: %d fit, %d needed)", split, fit, tiles);
+  last_gemm_path = rs_path_text;
+  return true;
+}
+
 // Runs GEMM variant 4 (or 3) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
 // device, x a TMA tensor; split-K through `partial` only where it holds m * n floats) and returns true
 // with the launch's status in `e`; returns false (nothing launched, last_gemm_path says why)
 // otherwise.
-// kWithVariant3 = false (generated code): variant 3 is not compiled, and a request for it runs 4.
+// kWithVariant3 = false (generated code): variants 3 and 5 are not compiled, and a request for either runs 4.
 template <Format F, typename T, class Ep, bool kWithVariant3 = true>
 bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partial_bytes, cudaStream_t stream, cudaError_t& e) {
   int variant = gemm_variant();
-  if (!kWithVariant3 && variant == 3) variant = 4;
-  if (variant != 3 && variant != 4) {
+  if (!kWithVariant3 && (variant == 3 || variant == 5)) variant = 4;
+  if (variant != 3 && variant != 4 && variant != 5) {
     last_gemm_path = "KILN_QUANT_GEMM_VARIANT selects an mma.sync GEMM";
     return false;
   }
@@ -489,6 +561,7 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
     int split = plan.split;
     p.tile_counter = nullptr;
     if constexpr (kWithVariant3) {
+      if (variant == 5) return try_launch_ss<F, T>(p, ep, stream, e);
       if (variant == 3) {
         if (split > 1 && (partial == nullptr || partial_bytes < size_t(p.m) * p.n * sizeof(float))) split = 1;
         p.partial = static_cast<float*>(partial);
