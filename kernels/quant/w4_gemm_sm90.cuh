@@ -79,11 +79,11 @@ __device__ __forceinline__ void issue_raw_slot(const LinearParams& p, uint8_t* s
 }
 
 // Raw scale (and zero) bits of the 32 k at k0 + 32 q (q = 0, 1) of row rr, in Scale::expand's
-// form, from the slot's words.
-template <Format F>
+// form, from the slot's words (the scale word at kScaleAt, the INT4 zero word 4 bytes after).
+template <Format F, int kScaleAt = 32>
 __device__ __forceinline__ void raw_scale(const LinearParams& p, const uint8_t* slot, size_t rr,
                                           int k0, int q, uint32_t& s, uint32_t& z) {
-  const uint32_t word = *reinterpret_cast<const uint32_t*>(slot + 32);
+  const uint32_t word = *reinterpret_cast<const uint32_t*>(slot + kScaleAt);
   const int shift = int(scale_offset<F>(p, rr, k0) & 3) * 8;
   z = 0;
   if constexpr (F == Format::NvFp4) {
@@ -94,35 +94,41 @@ __device__ __forceinline__ void raw_scale(const LinearParams& p, const uint8_t* 
     // 16-bit values: group 32 -> both of the word's values; 64 or 128 -> the one at `shift`.
     const int at = p.group == 32 ? 16 * q : shift;
     s = (word >> at) & 0xffffu;
-    z = (*reinterpret_cast<const uint32_t*>(slot + 36) >> at) & 0xffffu;
+    z = (*reinterpret_cast<const uint32_t*>(slot + kScaleAt + 4) >> at) & 0xffffu;
   }
 }
 
-// Decodes row rr's 64 k at k0 into the row's 128-byte line of the A tile at `line` (shared
-// address), 16-byte unit u at u ^ (row % 8): the 128-byte swizzle.
+// Decodes the 32 k at k0 + 32 q of row rr (the 16 weight bytes at slot + kWeightAt, the scale
+// word at kScaleAt) into 16-byte units 4q..4q+3 of the row's 128-byte line at `line` (shared
+// address), unit u at u ^ (row % 8): the 128-byte swizzle.
+template <Format F, bool BF16, int kWeightAt, int kScaleAt>
+__device__ __forceinline__ void decode_unit(const LinearParams& p, const uint8_t* slot, size_t rr, int k0, int q,
+                                            uint32_t line, int row) {
+  uint32_t s, z;
+  raw_scale<F, kScaleAt>(p, slot, rr, k0, q, s, z);
+  Scale<F, BF16> sc;
+  sc.expand(s, z);
+  const uint4 w = *reinterpret_cast<const uint4*>(slot + kWeightAt);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // word i: 8 k = one 16-byte unit of the line
+    uint32_t d[4];
+    decode_word<F, BF16>(word_of(w, i), d);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[e] = sc.apply(d[e], i);
+    const int u = 4 * q + i;
+    const uint32_t addr = line + uint32_t((u ^ (row & 7)) * 16);
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(d[0]), "r"(d[1]),
+                 "r"(d[2]), "r"(d[3])
+                 : "memory");
+  }
+}
+
+// Decodes row rr's 64 k at k0 (a slot of issue_raw_slot) into the row's 128-byte line.
 template <Format F, bool BF16>
 __device__ __forceinline__ void decode_slot(const LinearParams& p, const uint8_t* slot, size_t rr,
                                             int k0, uint32_t line, int row) {
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {  // 32 k: one 16-byte weight unit, one Scale
-    uint32_t s, z;
-    raw_scale<F>(p, slot, rr, k0, q, s, z);
-    Scale<F, BF16> sc;
-    sc.expand(s, z);
-    const uint4 w = *reinterpret_cast<const uint4*>(slot + 16 * q);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  // word i: 8 k = one 16-byte unit of the A line
-      uint32_t d[4];
-      decode_word<F, BF16>(word_of(w, i), d);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) d[e] = sc.apply(d[e], i);
-      const int u = 4 * q + i;
-      const uint32_t addr = line + uint32_t((u ^ (row & 7)) * 16);
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(d[0]), "r"(d[1]),
-                   "r"(d[2]), "r"(d[3])
-                   : "memory");
-    }
-  }
+  decode_unit<F, BF16, 0, 32>(p, slot, rr, k0, 0, line, row);
+  decode_unit<F, BF16, 16, 32>(p, slot, rr, k0, 1, line, row);
 }
 
 }  // namespace sm90w4

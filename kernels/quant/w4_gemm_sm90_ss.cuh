@@ -18,16 +18,19 @@
 //    refilling a slot as soon as the wgmmas that read it are done, so x is never on a stage's
 //    round trip. A decoded stage is released (`empty`) once its wgmmas are done.
 //  - warpgroups 1 and 2, the decoders: thread r owns weight row r of the tile. It keeps
-//    kSsRawSlots stages of the row's packed weights and scale words in flight (cp.async into its
+//    kRawSlots stages of the row's packed weights and scale words in flight (cp.async into its
 //    own slots, as variant 3's producers), and per stage waits for the decoded stage to be free,
 //    decodes the row's 64 k into its 128-byte line (variant 3's decode_slot: 16-byte unit u at
 //    u ^ (row % 8), the 128-byte swizzle wgmma's descriptor reads), fences the async proxy and
 //    arrives on the stage's `full` (one arrival per warp: 8).
+// Measured (run s12g profile, bench/quant/NOTES.md): the decoders set the pace, ~1400 cycles per
+// stage (~237 instructions per thread at ~6 cycles each: shared-memory and fence latency with two
+// decoder warps per scheduler); four decoder warpgroups do not fit (a 640-thread CTA leaves the
+// consumer's 128 accumulators 96 registers).
 // Split K (grid.z > 1, at most 8): the CTAs along K are one cluster and add their sums through
 // distributed shared memory, as variant 4 (each CTA the epilogue of its share of the tile).
-// Epilogue: element 4i + e of a consumer thread is token 16 warp + lane/4 + 8 (e/2), weight row
-// 8i + 2 (lane%4) + e%2; a fused gate/up's rows interleave in groups of 16 (8 gate, 8 up), so
-// chunks i (gate) and i + 1 (up) of one thread are a gate/up pair.
+// Epilogue: through shared memory, one token per iteration and a row pair per thread (see the
+// kernel); a fused gate/up's rows interleave in groups of 16 (8 gate, 8 up).
 #include <cooperative_groups.h>
 
 #include "w4_gemm_sm90.cuh"
@@ -49,35 +52,11 @@ struct SsLayout {
   static constexpr uint32_t kRawOffset = kXOffset + kXStages * kXBytes;
   static constexpr uint32_t kBarrierOffset = kRawOffset + kSsRows * kRawSlots * kRawThread;
   static constexpr size_t kSmemBytes = 1024 + size_t(kBarrierOffset) + 8 * (2 * kBStages + kXStages);
+  // The epilogue's sums: [128 accumulators][128 consumer threads, padded to 129] over the stages.
+  static constexpr int kRedPitch = 129;
   static_assert(kSmemBytes <= 227 * 1024, "SsLayout: over 227 KB of shared memory");
-  static_assert(kBStages * kBBytes >= 128 * 128 * 4, "SsLayout: the split's sums do not fit the decoded stages");
+  static_assert(kBStages * kBBytes >= 128 * kRedPitch * 4, "SsLayout: the sums do not fit the decoded stages");
 };
-
-// The epilogue of variant 5 (see the header) for the chunk pairs (i, i + 1) with (i / 2) % step ==
-// first; the sums times row_factor, then the functor or the fused gate/up's act(gate) * up.
-template <Format F, typename T, class Ep>
-__device__ __forceinline__ void ss_epilogue(const LinearParams& p, const Ep& ep, const float (&acc)[kSsRows / 2], int row0,
-                                            int tok0, int warp, int lane, int first, int step) {
-  const int g = lane / 4, t = lane % 4;
-  const bool gated = p.act != Activation::None;
-#pragma unroll
-  for (int i = 0; i < kSsRows / 8; i += 2) {
-    if ((i / 2) % step != first) continue;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int tok = tok0 + 16 * warp + g + 8 * (e / 2);
-      if (tok >= p.m) continue;
-      const int row = row0 + 8 * i + 2 * t + e % 2;  // chunk i's row; chunk i + 1's is row + 8
-      const float v = acc[4 * i + e] * row_factor<T, F>(p, row), u = acc[4 * i + 4 + e] * row_factor<T, F>(p, row + 8);
-      if (gated) {
-        static_cast<T*>(p.y)[size_t(tok) * (p.n / 2) + (row0 + 8 * i) / 2 + 2 * t + e % 2] = from_float<T>(activate(v, p.act) * u);
-      } else {
-        ep(0, tok, row, v);
-        ep(0, tok, row + 8, u);
-      }
-    }
-  }
-}
 
 template <Format F, typename T, class Ep, bool kClusterSplit = false>
 __global__ void __launch_bounds__(kSsThreads, 1)
@@ -101,7 +80,7 @@ __global__ void __launch_bounds__(kSsThreads, 1)
     prefetch_tensor_map(&tma_x);
     for (int s = 0; s < SB; ++s) {
       mbar_init(full(s), 8);  // the decoder warps
-      mbar_init(empty(s), 1);   // the consumer's thread 0
+      mbar_init(empty(s), 1);  // the consumer's thread 0
     }
     for (int s = 0; s < SX; ++s) mbar_init(xfull(s), 1);  // expect_tx
     mbar_init_fence();
@@ -147,7 +126,7 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   setmaxnreg_inc<232>();
   grid_dependency_wait();  // x, and what the epilogue reads, belong to the previous kernel until here
   grid_launch_dependents();
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x;
   auto issue_x = [&](int s) {
     mbar_expect_tx(xfull(s % SX), L::kXBytes);
     tma_load_3d(x_tile(s % SX), &tma_x, xfull(s % SX), kbase + 64 * s, tok0, 0);
@@ -175,29 +154,49 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   wgmma_wait<0>();
 #pragma unroll
   for (int e = 0; e < kSsRows / 2; ++e) fence_operand(acc[e]);
-  if constexpr (!kClusterSplit) {
-    ss_epilogue<F, T>(p, ep, acc, row_tile, tok0, warp, lane, 0, 1);
+
+  // Epilogue through shared memory (over the decoded stages, all consumed): element e of thread
+  // tid (token 16 (tid/32) + (tid%32)/4 + 8 ((e%4)/2), row 8 (e/4) + 2 (tid%4) + e%2) at
+  // red[e * kRedPitch + tid]. Then thread tid takes row pair tid (gate row 16 (tid/8) + tid%8, up
+  // row + 8: a fused gate/up's interleave) of one token per iteration, so a warp's stores cover
+  // 32 consecutive outputs. Split K: the CTAs of the cluster add every CTA's sums (rank order)
+  // for the tokens t with t % split == rank.
+  float* const red = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int e = 0; e < kSsRows / 2; ++e) red[e * L::kRedPitch + tid] = acc[e];
+  int split = 1, rank = 0;
+  if constexpr (kClusterSplit) {
+    cg::this_cluster().sync();
+    split = int(gridDim.z), rank = int(cg::this_cluster().block_rank());
   } else {
-    // The split's sums: [128 accumulators][128 consumer threads] in this CTA's decoded stages
-    // (every stage has been consumed), added in rank order by the CTA that owns the chunk pair.
-    float* const red = reinterpret_cast<float*>(smem);
-#pragma unroll
-    for (int e = 0; e < kSsRows / 2; ++e) red[e * 128 + tid] = acc[e];
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    const int split = int(gridDim.z), rank = int(cluster.block_rank());
-    for (int q = 0; q < split; ++q) {
-      const float* remote = cluster.map_shared_rank(red, q);
-#pragma unroll
-      for (int i = 0; i < kSsRows / 8; ++i) {
-        if ((i / 2) % split != rank) continue;
-#pragma unroll
-        for (int e = 4 * i; e < 4 * i + 4; ++e) acc[e] = (q == 0 ? 0.0f : acc[e]) + remote[e * 128 + tid];
-      }
-    }
-    ss_epilogue<F, T>(p, ep, acc, row_tile, tok0, warp, lane, rank, split);
-    cluster.sync();  // no CTA leaves while another reads its shared memory
+    named_barrier_sync(1, 128);
   }
+  const float f0 = row_factor<T, F>(p, 0), f1 = row_factor<T, F>(p, 8);  // gate / up (row & 8)
+  const bool gated = p.act != Activation::None;
+  const int j = tid / 8, within = tid % 8;
+  const int gate_row = 16 * j + within;                   // tile rows gate_row, gate_row + 8
+  const int eg = 4 * (gate_row / 8) + (gate_row & 1);     // element of the gate row (+ 4: up)
+  const int tg = (gate_row & 7) / 2;                      // lane % 4 of its holder
+#pragma unroll 2
+  for (int tl = rank; tl < kSsTokens; tl += split) {
+    const int tok = tok0 + tl;
+    if (tok >= p.m) break;
+    const int holder = 32 * (tl / 16) + 4 * (tl % 8) + tg, e = eg + 2 * ((tl / 8) & 1);
+    float v = 0.0f, u = 0.0f;
+    for (int q = 0; q < split; ++q) {
+      const float* from = kClusterSplit ? cg::this_cluster().map_shared_rank(red, q) : red;
+      v += from[e * L::kRedPitch + holder];
+      u += from[(e + 4) * L::kRedPitch + holder];
+    }
+    v *= f0, u *= f1;
+    if (gated) {
+      static_cast<T*>(p.y)[size_t(tok) * (p.n / 2) + row_tile / 2 + 8 * j + within] = from_float<T>(activate(v, p.act) * u);
+    } else {
+      ep(0, tok, row_tile + gate_row, v);
+      ep(0, tok, row_tile + gate_row + 8, u);
+    }
+  }
+  if constexpr (kClusterSplit) cg::this_cluster().sync();  // no CTA leaves while another reads its shared memory
 #endif
 }
 
