@@ -28,14 +28,6 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 // Waits until the phase of parity `parity` has completed.
-// One arrival per warp on `bar`, after every lane's earlier shared-memory writes (__syncwarp orders
-// them before lane 0's release). 32 lanes arriving on one mbarrier are 32 atomics on one shared
-// word, serialized: with 128-256 arriving threads per stage that was the stage time of kernels/quant's
-// GEMM variants 3-5 (bench/quant/NOTES.md, session 12).
-__device__ __forceinline__ void mbar_arrive_warp(uint32_t bar) {
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
-}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {

@@ -17,7 +17,7 @@
 //    bytes of the stage's A tile, 16-byte units placed with the 128-byte swizzle wgmma's
 //    descriptor reads (unit u of row r at u ^ (r % 8)). Its thread 0 also loads the stage's
 //    activations, a box of 64 k x BN tokens, by TMA (128-byte swizzle; rows past M are
-//    zero-filled). Each stage has a `full` mbarrier (one arrival per producer warp + the TMA bytes) and
+//    zero-filled). Each stage has a `full` mbarrier (128 producer arrivals + the TMA bytes) and
 //    an `empty` one (one arrival per consumer warpgroup).
 //  - warpgroups 3 and 4, the consumers: 64 rows each, BN/2 fp32 accumulators per thread; per
 //    stage 4 wgmma m64nBNk16 straight from the two shared tiles, one stage kept in flight.
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   auto a_tile = [&](int s) { return base + uint32_t(s) * L::kStageBytes; };
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbar_init(full(s), 4 + 1);  // the producer warpgroup's warps + its thread 0's expect_tx
+      mbar_init(full(s), 128 + 1);  // the producer warpgroup's threads + its thread 0's expect_tx
       mbar_init(empty(s), 2);       // one per consumer warpgroup
     }
     mbar_init_fence();
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       }
       sm90w4::decode_slot<F, BF16>(p, slot(n), rr, k0, a_tile(stage) + uint32_t(r) * 128u, r);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // st.shared -> wgmma's reads
-      mbar_arrive_warp(full(stage));
+      mbar_arrive(full(stage));
     }
     cp_async_wait<0>();
     return;

@@ -27,7 +27,7 @@
 //    weights (one TMA box of 128 rows x 128 bytes, 128-byte swizzle: 16-byte unit u of row r at
 //    u ^ (r % 8), so the 8 rows a warp reads at once hit distinct banks) and its activations
 //    (boxes of 64 k x BN tokens, 128-byte swizzle, zero-filled past M). A stage's `full`
-//    mbarrier: 1 + 4 arrivals (thread 0, one per warp) and the TMA bytes; its `empty` one: one arrival per consumer
+//    mbarrier: 1 + 128 arrivals and the TMA bytes; its `empty` one: one arrival per consumer
 //    warpgroup. Weights and scales of the first stages are requested before griddepcontrol.wait
 //    (they are constants), x after it.
 //  - warpgroups 1 and 2, the consumers: 64 rows each, BN/2 fp32 accumulators per thread. Per two
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
     prefetch_tensor_map(&tma_x);
     prefetch_tensor_map(&tma_w);
     for (int s = 0; s < S; ++s) {
-      mbar_init(full(s), 1 + 4);  // thread 0's expect_tx and the producer warpgroup's warps (scales)
+      mbar_init(full(s), 1 + 128);  // thread 0's expect_tx and the producer warpgroup's scales
       mbar_init(empty(s), 2);       // one per consumer warpgroup
     }
     mbar_init_fence();
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       }
       sm90rs::expand_scales<F, BF16>(raw + (s % R) * kRsRawRow, int(scale_offset<F>(p, rr, k0) & 3), p.group, valid_k(k0) / 32,
                                      reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * kRsMulRow));
-      mbar_arrive_warp(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
+      mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
     cp_async_wait<0>();
     if constexpr (kClusterSplit) {  // the cluster's reduction below: every thread takes part

@@ -22,7 +22,7 @@
 //    own slots, as variant 3's producers), and per stage waits for the decoded stage to be free,
 //    decodes the row's 64 k into its 128-byte line (variant 3's decode_slot: 16-byte unit u at
 //    u ^ (row % 8), the 128-byte swizzle wgmma's descriptor reads), fences the async proxy and
-//    arrives on the stage's `full` (one arrival per warp: 8).
+//    arrives on the stage's `full` (256 arrivals).
 // Measured (run s12g profile, bench/quant/NOTES.md): the decoders set the pace, ~1400 cycles per
 // stage (~237 instructions per thread at ~6 cycles each: shared-memory and fence latency with two
 // decoder warps per scheduler); four decoder warpgroups do not fit (a 640-thread CTA leaves the
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kSsThreads, 1)
   if (threadIdx.x == 0) {
     prefetch_tensor_map(&tma_x);
     for (int s = 0; s < SB; ++s) {
-      mbar_init(full(s), 8);  // the decoder warps
+      mbar_init(full(s), 256);  // the decoder threads
       mbar_init(empty(s), 1);  // the consumer's thread 0
     }
     for (int s = 0; s < SX; ++s) mbar_init(xfull(s), 1);  // expect_tx
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kSsThreads, 1)
       mbar_wait(empty(stage), ((n / SB) & 1) ^ 1u);
       sm90w4::decode_slot<F, BF16>(p, slot(n), rr, kbase + 64 * n, b_tile(stage) + uint32_t(r) * 128u, r);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // st.shared -> wgmma's reads
-      mbar_arrive_warp(full(stage));
+      mbar_arrive(full(stage));
     }
     cp_async_wait<0>();
     if constexpr (kClusterSplit) {  // the consumer's reduction below: every thread takes part
