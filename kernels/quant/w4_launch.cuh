@@ -536,7 +536,7 @@ bool try_launch_ss(LinearParams p, const Ep& ep, cudaStream_t stream, cudaError_
   return true;
 }
 
-// Runs GEMM variant 4 (or 3) when the call may (gemm_variant() == 3 or 4, plan_wgmma on this
+// Runs GEMM variant 4 (or 3 or 5) when the call may (gemm_variant() == 3, 4 or 5, plan_wgmma on this
 // device, x a TMA tensor; split-K through `partial` only where it holds m * n floats) and returns true
 // with the launch's status in `e`; returns false (nothing launched, last_gemm_path says why)
 // otherwise.
