@@ -359,32 +359,39 @@ inline bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
   return reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
-// How many of variant 4's clusters of `split` CTAs (along K) this device holds at once (the
-// occupancy API, which counts what fits in each GPC); cached per kernel and split; -1 when the
-// query fails.
-template <Format F, typename T, int BN, class Ep>
-int rs_max_clusters(int split) {
+// How many clusters of `split` CTAs along z of `Kernel` (`threads` threads, `smem` bytes of
+// dynamic shared memory, its limit already set) this device holds at once (the occupancy API,
+// which counts what fits in each GPC); cached per kernel and split; -1 when the query fails.
+template <auto Kernel>
+int max_clusters_along_z(int split, int threads, size_t smem) {
   static std::atomic<int> cache[kWgmmaMaxSplit + 1];  // count + 1; 0: not asked yet
   int known = cache[split].load(std::memory_order_relaxed) - 1;
   if (known < 0) {
-    static const cudaError_t attr = cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep, true>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(RsLayout<BN>::kSmemBytes));
     cudaLaunchAttribute cluster[1];
     cluster[0].id = cudaLaunchAttributeClusterDimension;
     cluster[0].val.clusterDim = {1, 1, unsigned(split)};
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(1, 1, unsigned(split));
-    cfg.blockDim = dim3(kRsThreads);
-    cfg.dynamicSmemBytes = RsLayout<BN>::kSmemBytes;
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
     cfg.attrs = cluster;
     cfg.numAttrs = 1;
-    if (attr != cudaSuccess || cudaOccupancyMaxActiveClusters(&known, w4_wgmma_rs_kernel<F, T, BN, Ep, true>, &cfg) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&known, Kernel, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
       return -1;  // (not cached)
     }
     cache[split].store(known + 1, std::memory_order_relaxed);
   }
   return known;
+}
+
+// Variant 4's cluster instantiation: max_clusters_along_z, after setting its shared-memory limit.
+template <Format F, typename T, int BN, class Ep>
+int rs_max_clusters(int split) {
+  static const cudaError_t attr = cudaFuncSetAttribute(w4_wgmma_rs_kernel<F, T, BN, Ep, true>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(RsLayout<BN>::kSmemBytes));
+  if (attr != cudaSuccess) return -1;
+  return max_clusters_along_z<w4_wgmma_rs_kernel<F, T, BN, Ep, true>>(split, kRsThreads, RsLayout<BN>::kSmemBytes);
 }
 
 // KILN_QUANT_RS_SPLIT=partial or =cluster forces variant 4's way of splitting K (benchmarks); else
@@ -394,7 +401,7 @@ inline int rs_split_override() {
   return !v ? 0 : std::string(v) == "partial" ? 1 : std::string(v) == "cluster" ? 2 : 0;
 }
 
-inline thread_local char rs_path_text[128];
+inline thread_local char wgmma_path_text[128];
 
 // GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K. With
 // p.partial ([m, n] fp32) and split > 1, `partial` is zeroed first and w4_finish_kernel runs the
@@ -496,19 +503,7 @@ bool try_launch_ss(LinearParams p, const Ep& ep, cudaStream_t stream, cudaError_
   if (2 * tiles <= kWgmmaSms) {
     for (int d = std::min({stages / 4, kWgmmaSms / tiles, kWgmmaMaxSplit}); d >= 2; --d) {
       if (stages % d != 0) continue;
-      cudaLaunchAttribute cluster[1];
-      cluster[0].id = cudaLaunchAttributeClusterDimension;
-      cluster[0].val.clusterDim = {1, 1, unsigned(d)};
-      cudaLaunchConfig_t q{};
-      q.gridDim = dim3(1, 1, unsigned(d));
-      q.blockDim = dim3(kSsThreads);
-      q.dynamicSmemBytes = SsLayout::kSmemBytes;
-      q.attrs = cluster;
-      q.numAttrs = 1;
-      if (cudaOccupancyMaxActiveClusters(&fit, w4_wgmma_ss_kernel<F, T, Ep, true>, &q) != cudaSuccess) {
-        (void)cudaGetLastError();
-        fit = -1;
-      }
+      fit = max_clusters_along_z<w4_wgmma_ss_kernel<F, T, Ep, true>>(d, kSsThreads, SsLayout::kSmemBytes);
       if (fit >= tiles) {
         split = d;
         break;
@@ -531,8 +526,8 @@ bool try_launch_ss(LinearParams p, const Ep& ep, cudaStream_t stream, cudaError_
   e = split > 1 ? cudaLaunchKernelEx(&cfg, w4_wgmma_ss_kernel<F, T, Ep, true>, map, p, ep)
                 : cudaLaunchKernelEx(&cfg, w4_wgmma_ss_kernel<F, T, Ep>, map, p, ep);
   if (e == cudaSuccess) e = cudaGetLastError();
-  std::snprintf(rs_path_text, sizeof rs_path_text, "wgmma ss, split %d (clusters: %d fit, %d needed)", split, fit, tiles);
-  last_gemm_path = rs_path_text;
+  std::snprintf(wgmma_path_text, sizeof wgmma_path_text, "wgmma ss, split %d (clusters: %d fit, %d needed)", split, fit, tiles);
+  last_gemm_path = wgmma_path_text;
   return true;
 }
 
@@ -586,11 +581,11 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
         split = 1;
         how = "not split (no workspace)";
       }
-      std::snprintf(rs_path_text, sizeof rs_path_text, "wgmma rs, split %d %s (clusters: %d fit, %d needed)", plan.split, how, fit, tiles);
+      std::snprintf(wgmma_path_text, sizeof wgmma_path_text, "wgmma rs, split %d %s (clusters: %d fit, %d needed)", plan.split, how, fit, tiles);
     }
     const bool launched = plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
                                         : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
-    if (launched && plan.split > 1) last_gemm_path = rs_path_text;
+    if (launched && plan.split > 1) last_gemm_path = wgmma_path_text;
     return launched;
   }
 }
