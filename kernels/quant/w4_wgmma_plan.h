@@ -15,15 +15,17 @@ constexpr int kWgmmaMaxSplit = 8;  // CTAs along K: variant 4's cluster, at most
 struct WgmmaPlan {
   bool use = false;
   const char* reason = "";  // why not (use == false)
-  int bn = 64;              // tokens per tile: 64 or 128
+  int bn = 64;              // tokens per tile: 64, 128 or (variant 4) 256
+  int stage_k = 128;        // k per stage of the chosen tile
   int split = 1;            // CTAs along K (each a whole number of stages)
 };
 
-// bn_override: 64 or 128 forces the token tile (benchmarks), 0 lets the plan choose. stage_k: the
-// k of the kernel's stages (variant 3: 128, variant 4: 256; a last stage of 128 when K is not a
-// multiple of 256), which a split of K keeps whole.
+// bn_override: 64, 128 or (up to max_bn) 256 forces the token tile (benchmarks), 0 lets the plan
+// choose. stage_k: the k of the kernel's stages (variant 3: 128, variant 4: 256; a last stage of 128
+// when K is not a multiple of 256), which a split of K keeps whole. max_bn: the widest token tile
+// of the kernel (variant 4: 256, whose stages are 128 k; else 128).
 inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
-                            int bn_override = 0, int stage_k = 128) {
+                            int bn_override = 0, int stage_k = 128, int max_bn = 128) {
   WgmmaPlan plan;
   auto refuse = [&](const char* why) {
     plan.reason = why;
@@ -34,9 +36,13 @@ inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
   if (m < 17) return refuse("M <= 16 runs the GEMV");
   if (n % kWgmmaRows != 0) return refuse("N is not a multiple of 128");
   if (k % 128 != 0 || k <= 0) return refuse("K is not a multiple of 128");
-  // 64 tokens up to M = 64, else 128 (wider tiles do not fit the registers of a CTA with three
-  // producer warpgroups, w4_gemm_sm90.cuh).
-  plan.bn = bn_override == 64 || bn_override == 128 ? bn_override : m <= 64 ? 64 : 128;
+  // 64 tokens up to M = 64, 128 up to 256, else 256 where the kernel has it (variant 4; variant 3's
+  // three producer warpgroups leave no registers for it). The 256-token tile runs its last tile's
+  // tokens on m64n64 / m64n128 wgmmas where they fit: M = 816 computes 832 tokens, not 1024.
+  const bool override_ok = bn_override == 64 || bn_override == 128 || (bn_override == 256 && max_bn >= 256);
+  plan.bn = override_ok ? bn_override : m <= 64 ? 64 : m <= 256 || max_bn < 256 ? 128 : 256;
+  if (plan.bn == 256) stage_k = 128;
+  plan.stage_k = stage_k;
   // Split K while the tiles fill at most half the SMs (one CTA each): the largest divisor of the
   // stages that keeps tiles x split within one wave, leaves each split at least two stages and
   // is at most kWgmmaMaxSplit. (Variant 3's split costs a memset, atomics and a second kernel,

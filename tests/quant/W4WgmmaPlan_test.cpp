@@ -38,7 +38,23 @@ TEST(W4WgmmaPlan, TokenTileFollowsM) {
   EXPECT_EQ(plan_wgmma(65, 4096, 1024, true, true).bn, 128);
   EXPECT_EQ(plan_wgmma(816, 4096, 1024, true, true).bn, 128);
   EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 128).bn, 128);  // KILN_QUANT_WGMMA_BN
-  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 256).bn, 64);   // not a tile: ignored
+  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 256).bn, 64);   // not a tile of variant 3: ignored
+}
+
+TEST(W4WgmmaPlan, VariantFourTakes256TokensAboveM256In128KStages) {
+  constexpr int kV4Stage = 256, kV4Bn = 256;
+  const WgmmaPlan m816 = plan_wgmma(816, 16384, 2048, true, true, 0, kV4Stage, kV4Bn);
+  EXPECT_EQ(m816.bn, 256);
+  EXPECT_EQ(m816.stage_k, 128);
+  EXPECT_EQ(plan_wgmma(257, 16384, 2048, true, true, 0, kV4Stage, kV4Bn).bn, 256);
+  const WgmmaPlan m256 = plan_wgmma(256, 16384, 2048, true, true, 0, kV4Stage, kV4Bn);
+  EXPECT_EQ(m256.bn, 128);
+  EXPECT_EQ(m256.stage_k, 256);
+  EXPECT_EQ(plan_wgmma(51, 16384, 2048, true, true, 0, kV4Stage, kV4Bn).bn, 64);
+  EXPECT_EQ(plan_wgmma(51, 16384, 2048, true, true, 256, kV4Stage, kV4Bn).bn, 256);   // KILN_QUANT_WGMMA_BN
+  EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true, 128, kV4Stage, kV4Bn).bn, 128);
+  // 2048 rows x 4 token tiles fill 64 SMs: K = 16384 in 128 stages of 128 k splits in 2.
+  EXPECT_EQ(plan_wgmma(816, 2048, 16384, true, true, 0, kV4Stage, kV4Bn).split, 2);
 }
 
 TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
