@@ -63,8 +63,8 @@ def main():
                         e = bench.rel_err(y, x.double() @ wd.T)
                         t = bench.time_calls([kq.Call(lib, "w4_linear_nvfp4_bf16", [x] + c.args() + [y], ws) for c in kws])
                         row += f" {t:.1f}{'' if e < 8e-3 else f' (WRONG {e:.1e})'}{f' [{path}]' if a.paths else ''} |"
-                        for k in env:
-                            os.environ.pop(k, None)
+                        for name in env:
+                            os.environ.pop(name, None)
             print(row, flush=True)
 
 

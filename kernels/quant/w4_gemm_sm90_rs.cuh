@@ -56,28 +56,31 @@ constexpr int kRsThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kRsMaxStageK = 256;  // k of a stage (RsLayout::kStageK: 256, or 128 for BN = 256)
 constexpr int kRsGroups = 2;     // commit groups (of two k16 wgmmas) a consumer keeps in flight
 constexpr int kRsRawSlots = 6;   // raw scale slots per producer thread (stages requested ahead)
-constexpr int kRsRawRow = 48;    // a raw slot: up to 5 words of scale bytes, then of INT4 zeros at +24
-constexpr int kRsMulRow = 80;    // a stage's expanded scales per row: 64 bytes, rows 80 apart (no bank conflicts)
 
 // A stage's expanded scales of one row (Scale::expand's pair multipliers, written by the producer
 // warpgroup): NVFP4 16 words, one per 16-k block; MXFP4 8 words, one per 32-k unit; INT4 8 x
 // (multiplier, zero) per 32-k unit (the first half of each for a 128-k stage).
 //
-// Stages of 256 k for token tiles up to 128; of 128 k for BN = 256, whose x (64 KB per 128 k)
-// leaves room for two stages only at that depth. The stage's packed weights: one TMA box of 128
-// rows x kStageK / 2 bytes, swizzled over 128 bytes (256 k: 16-byte unit u of row r at u ^ (r % 8))
-// or 64 bytes (128 k: at u ^ (r / 2 % 4)), so the 8 rows a warp reads at once hit distinct banks.
+// Stages (rs_stage_k): 256 k for 64-token tiles (three stages of 58 KB); 128 k for 128 and 256
+// tokens (four stages of 46 KB, two of 78 KB), whose x is 32 / 64 KB per 128 k. The stage's packed
+// weights: one TMA box of 128 rows x kStageK / 2 bytes, swizzled over 128 bytes (256 k: 16-byte
+// unit u of row r at u ^ (r % 8)) or 64 bytes (128 k: at u ^ (r / 2 % 4)), so the 8 rows a warp
+// reads at once hit distinct banks. The multipliers of a row: 64 / 32 bytes, rows kMulRow apart
+// (80 / 48: the 8 rows of a warp's 16-byte reads on distinct banks). A raw slot of the producer's
+// ring: the row's scale bytes (at most 5 / 3 aligned words), then its INT4 zero bytes at kZeroAt.
 template <int BN>
 struct RsLayout {
-  static constexpr int kStageK = BN > 128 ? 128 : 256;
+  static constexpr int kStageK = rs_stage_k(BN);
   static constexpr uint32_t kWRowBytes = kStageK / 2;
   static constexpr uint32_t kXBytes = kStageK / 64 * BN * 128;  // boxes of 64 k x BN tokens (16-bit)
   static constexpr uint32_t kWBytes = kWgmmaRows * kWRowBytes;   // 128 rows x kStageK (4-bit)
-  static constexpr uint32_t kMulBytes = kWgmmaRows * kRsMulRow;
+  static constexpr int kMulRow = kStageK == 256 ? 80 : 48;
+  static constexpr uint32_t kMulBytes = kWgmmaRows * kMulRow;
   static constexpr uint32_t kStageBytes = (kXBytes + kWBytes + kMulBytes + 1023) / 1024 * 1024;
-  static constexpr int kStages = BN == 64 ? 3 : 2;         // 58 / 90 / 82 KB each
+  static constexpr int kStages = BN == 64 ? 3 : BN == 128 ? 4 : 2;
+  static constexpr int kRawRow = kStageK == 256 ? 48 : 32, kZeroAt = kRawRow / 2;
   static constexpr uint32_t kRawOffset = kStages * kStageBytes;
-  static constexpr uint32_t kRawBytes = 128 * kRsRawSlots * kRsRawRow;
+  static constexpr uint32_t kRawBytes = 128 * kRsRawSlots * kRawRow;
   static constexpr uint32_t kBarrierOffset = kRawOffset + kRawBytes;
   static constexpr size_t kSmemBytes = 1024 + size_t(kBarrierOffset) + 16 * kStages;
   static_assert(kSmemBytes <= 227 * 1024, "RsLayout: over 227 KB of shared memory");
@@ -108,11 +111,11 @@ __device__ __forceinline__ int scale_bytes(const LinearParams& p, int kvalid) {
   return 2 * ((kvalid + p.group - 1) / p.group);
 }
 
-// Copies row rr's scale (and INT4 zero) bytes of the stage at k0 as the aligned 4-byte words that
-// hold them (at most 5; in bounds: every scale tensor's size is a multiple of 4 bytes). Its bytes
-// start at (scale_offset & 3) in the slot.
+// Copies row rr's scale (and INT4 zero, to dst + zero_at) bytes of the stage at k0 as the aligned
+// 4-byte words that hold them (at most 5; in bounds: every scale tensor's size is a multiple of 4
+// bytes). Its bytes start at (scale_offset & 3) in the slot.
 template <Format F>
-__device__ __forceinline__ void copy_scales(const LinearParams& p, uint8_t* dst, size_t rr, int k0, int kvalid) {
+__device__ __forceinline__ void copy_scales(const LinearParams& p, uint8_t* dst, int zero_at, size_t rr, int k0, int kvalid) {
   const size_t off = scale_offset<F>(p, rr, k0), first = off & ~size_t(3);
   const int words = int((off + size_t(scale_bytes<F>(p, kvalid)) + 3 - first) / 4);
   const uint8_t* scale = static_cast<const uint8_t*>(p.scale);
@@ -121,14 +124,14 @@ __device__ __forceinline__ void copy_scales(const LinearParams& p, uint8_t* dst,
   for (int i = 0; i < 5; ++i)
     if (i < words) {
       cp_async4(dst + 4 * i, scale + first + 4 * i);
-      if constexpr (F == Format::Int4) cp_async4(dst + 24 + 4 * i, zero + first + 4 * i);
+      if constexpr (F == Format::Int4) cp_async4(dst + zero_at + 4 * i, zero + first + 4 * i);
     }
 }
 
 // Expands a raw slot (the row's bytes from `at`) into the stage's multipliers of the row (`mul`,
-// kRsMulRow bytes): the `units` 32-k units that lie in K.
+// RsLayout::kMulRow bytes): the `units` 32-k units that lie in K.
 template <Format F, bool BF16>
-__device__ __forceinline__ void expand_scales(const uint8_t* raw, int at, int group, int units, uint32_t* mul) {
+__device__ __forceinline__ void expand_scales(const uint8_t* raw, int zero_at, int at, int group, int units, uint32_t* mul) {
 #pragma unroll
   for (int u = 0; u < kRsMaxStageK / 32; ++u) {
     if (u >= units) break;
@@ -140,7 +143,7 @@ __device__ __forceinline__ void expand_scales(const uint8_t* raw, int at, int gr
     } else {
       const int b = at + 2 * (32 * u / group);
       rs = *reinterpret_cast<const uint16_t*>(raw + b);
-      rz = *reinterpret_cast<const uint16_t*>(raw + 24 + b);
+      rz = *reinterpret_cast<const uint16_t*>(raw + zero_at + b);
     }
     Scale<F, BF16> sc;
     sc.expand(rs, rz);
@@ -200,10 +203,10 @@ __global__ void __launch_bounds__(kRsThreads, 1)
     setmaxnreg_dec<40>();
     const int r = threadIdx.x;
     const size_t rr = size_t(row_tile + r);
-    uint8_t* const raw = smem + L::kRawOffset + r * R * kRsRawRow;
+    uint8_t* const raw = smem + L::kRawOffset + r * R * L::kRawRow;
     auto issue_raw = [&](int s) {
       const int k0 = kbase + SK * s;
-      sm90rs::copy_scales<F>(p, raw + (s % R) * kRsRawRow, rr, k0, valid_k(k0));
+      sm90rs::copy_scales<F>(p, raw + (s % R) * L::kRawRow, L::kZeroAt, rr, k0, valid_k(k0));
     };
     auto issue_w = [&](int s) {  // the stage's weights and expected bytes
       const int stage = s % S, k0 = kbase + SK * s;
@@ -241,8 +244,9 @@ __global__ void __launch_bounds__(kRsThreads, 1)
           issue_w(s), issue_x(s);
         }
       }
-      sm90rs::expand_scales<F, BF16>(raw + (s % R) * kRsRawRow, int(scale_offset<F>(p, rr, k0) & 3), p.group, valid_k(k0) / 32,
-                                     reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * kRsMulRow));
+      sm90rs::expand_scales<F, BF16>(raw + (s % R) * L::kRawRow, L::kZeroAt, int(scale_offset<F>(p, rr, k0) & 3), p.group,
+                                     valid_k(k0) / 32,
+                                     reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * L::kMulRow));
       mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
     cp_async_wait<0>();
@@ -288,7 +292,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
                            // [2i] multiplier, [2i + 1] INT4 zero
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint32_t* mul = reinterpret_cast<const uint32_t*>(st + L::kXBytes + L::kWBytes + (r0 + 8 * h) * kRsMulRow);
+          const uint32_t* mul = reinterpret_cast<const uint32_t*>(st + L::kXBytes + L::kWBytes + (r0 + 8 * h) * L::kMulRow);
           if constexpr (F == Format::MxFp4) {
             const uint4 v = *reinterpret_cast<const uint4*>(mul + 4 * half);
 #pragma unroll

@@ -144,18 +144,18 @@ inline int wgmma_bn_override() {
 }
 
 // Variant 3 or 4's plan for this call on this device (use == false: the mma.sync GEMM, and why);
-// variant 4 splits K in its 256-k stages.
+// variant 4 splits K in its stages (rs_stage_k).
 inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   static const bool sm90 = kW4WgmmaBuilt && kiln::gemm::detail::device_is_sm90();
-  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128, variant == 4 ? 256 : 128);
+  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 4 : 3);
 }
 
 // Split-K bytes variants 3 and 4 need at most for a shape (any token tile): one zeroed [m, n] fp32
 // (variant 4 only where its clusters do not fit at once).
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
   for (int bn : {64, 128, 256})
-    for (int stage_k : {128, 256})
-      if (plan_wgmma(m, n, k, true, true, bn, stage_k, 256).split > 1) return size_t(m) * n * sizeof(float);
+    for (int variant : {3, 4})
+      if (plan_wgmma(m, n, k, true, true, bn, variant).split > 1) return size_t(m) * n * sizeof(float);
   return 0;
 }
 
