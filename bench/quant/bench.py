@@ -379,8 +379,7 @@ def main():
     os.environ.pop("KILN_QUANT_GEMV9_ANY_CLUSTER", None)
     log("- GEMV variants 5 and 9, fused gate/up (swiglu) 1024->4096, 2048->16384 and 16384->1024, M = 4 and 16, all formats (cluster plans forced): checked")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
-    # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128, and 256 for
-    # variant 4) forced, M = 350 for variant 4's last tile on m64n128 (M = 816's on m64n64), INT4
+    # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
     # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split), 2560
     # (variant 4: a split of 5, which does not divide a tile's 8 or 16 token chunks) and 8192
     # (split-K 8 or 4); N = 272 is not a multiple of 128: the fallback (its reason is printed);
@@ -394,8 +393,8 @@ def main():
                 kw, wd = kq.KernelWeight(q), q.dequant().double()
                 for gv in (["5"] if n == 512 else ["3", "4"]):
                     os.environ["KILN_QUANT_GEMM_VARIANT"] = gv
-                    for m in [17, 51, 200, 816] + ([350] if gv == "4" else []):
-                        for bn in ((["64", "128"] + (["256"] if gv == "4" else [])) if n == 384 and k == 640 else [""]):
+                    for m in [17, 51, 200, 816]:
+                        for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
                             os.environ["KILN_QUANT_WGMMA_BN"] = bn
                             x = torch.randn(m, k, device=dev).to(dt)
                             y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
@@ -416,7 +415,7 @@ def main():
     os.environ.pop("KILN_QUANT_WGMMA_BN", None)
     os.environ["KILN_QUANT_GEMM_VARIANT"] = "4"
     for (gv, n, k, path), e in sorted(e3.items()):
-        log(f"- GEMM variant {gv} edges n={n} k={k} (M = 17, 51, 200, 816{', 350' if gv == '4' else ''}; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")
+        log(f"- GEMM variant {gv} edges n={n} k={k} (M = 17, 51, 200, 816; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")
     log(f"- GEMM variants 3 and 4 in the shape loop ran: {sorted(gemm3_paths)}")
     for key, e in sorted(worst.items()):
         log(f"- {key[0]} {key[1]}: worst rel. error over shapes and M (all GEMV variants): {e:.2e}")
@@ -503,7 +502,7 @@ def main():
     log("bytes (nvfp4 weight + scales, rotated copies, same harness, PDL-chained) / kiln's time; table below.")
     log(f"kiln columns: GEMV variant {default_variant} ('lib': the library default, KILN_QUANT_GEMV_VARIANT unset), GEMM variant {default_gemm} (M > 16).")
     log("")
-    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs; variant 3 with 64 / 128-token tiles; variant 4 with 64 / 128 / 256-token tiles; variant 5 µs (M > 16) |")
+    log(f"| N×K | M | bf16 cuBLAS µs | torch int4 µs (×bf16) | kiln nvfp4 µs | GB/s | %ceil | ×bf16 | kiln mxfp4 µs | GB/s | %ceil | ×bf16 | kiln int4 µs | GB/s | %ceil | ×bf16 | nvfp4 GEMV variant {' / '.join(M1_VARIANTS)} µs (M = 1), 5 / 9 / 15 / 19 (M = 2..4), 5 / 9 / 19 (M = 8), 5 / 9 (M = 16); GEMM variant 1 / 2 µs; variant 3 with 64 / 128-token tiles; variant 4 with 64 / 128-token tiles; variant 5 µs (M > 16) |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ceil = {}
     gemv_times = {}
@@ -563,8 +562,8 @@ def main():
                 row += f" {t:.1f} | {gbs:.0f} | {100 * ceil[(fmt, n, k)] / t:.0f}% | {t_bf / t:.2f} |"
             if m > 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), False):
                 tv = []
-                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128"), ("4", "64"), ("4", "128"), ("4", "256"), ("5", "")]:
-                    if not gemm_ok[variant] or (bn == "64" and m > 64) or (bn == "256" and m <= 128):
+                for variant, bn in [("1", ""), ("2", ""), ("3", "64"), ("3", "128"), ("4", "64"), ("4", "128"), ("5", "")]:
+                    if not gemm_ok[variant] or (bn == "64" and m > 64):
                         tv.append("-")
                         continue
                     os.environ["KILN_QUANT_GEMM_VARIANT"] = variant
@@ -573,7 +572,7 @@ def main():
                     tv.append(f"{time_calls(calls):.1f}")
                 os.environ.pop("KILN_QUANT_WGMMA_BN", None)
                 os.environ["KILN_QUANT_GEMM_VARIANT"] = default_gemm
-                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:4])}; {' / '.join(tv[4:7])}; {tv[7]} |"
+                row += f" {' / '.join(tv[:2])}; {' / '.join(tv[2:4])}; {' / '.join(tv[4:6])}; {tv[6]} |"
             elif m <= 16 and ok.get(("nvfp4", torch.bfloat16, n, k, m), m in (2, 8)):
                 tv = []
                 for variant in (M1_VARIANTS if m == 1 else ["5", "9", "15", "19"] if m <= 4 else ["5", "9", "19"] if m <= 8 else ["5", "9"]):

@@ -432,9 +432,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // packed 4-bit weights).
 enum TensorMapElement : int32_t { kMapF16 = 0, kMapBf16 = 1, kMapU8 = 2 };
 
-// A tiled tensor map of rank 3 (a GEMM operand: contiguous axis, strided axis, flat batch) or 4
-// (conv_wgmma.cuh's image), with a 128-byte swizzle, or 64-byte for boxes of 64-byte rows (kernels/
-// quant's packed weights in 128-k stages). No padding bytes, so memcmp compares the fields only.
+// A tiled tensor map (128-byte swizzle) of rank 3 (a GEMM operand: contiguous axis, strided axis, flat batch) or 4
+// (conv_wgmma.cuh's image). No padding bytes, so memcmp compares the fields only.
 struct TensorMapKey {
   const void* data;
   uint64_t dims[4];
@@ -442,11 +441,9 @@ struct TensorMapKey {
   uint32_t box[4] = {0, 0, 1, 1};   // box[k] for k >= 2: 1 unless set
   uint32_t rank = 3;
   int32_t element;  // TensorMapElement
-  int32_t swizzle = 128;  // bytes: 128 or 64
-  int32_t unused = 0;     // (keeps the struct free of padding)
   bool operator==(const TensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
-static_assert(sizeof(TensorMapKey) == 96, "TensorMapKey: no padding bytes");
+static_assert(sizeof(TensorMapKey) == 88, "TensorMapKey: no padding bytes");
 
 // Encodes the map, reusing one of the last few this thread encoded (generated code calls the
 // same shapes on the same buffers every inference). Returns false where the driver refuses it.
@@ -467,8 +464,7 @@ inline bool encode_tensor_map(const TensorMapKey& key, CUtensorMap& out) {
                                    : key.element == kMapBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = encode(&out, type, key.rank, const_cast<void*>(key.data), key.dims, key.strides, key.box, elem,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            key.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return false;
   keys[next] = key;

@@ -46,50 +46,32 @@
 // w4_finish_kernel. The epilogue: variant 3's (wgmma_w4_epilogue).
 #include <cooperative_groups.h>
 
-#include <type_traits>
-
 #include "w4_gemm_sm90.cuh"
 
 namespace kiln::quant::gpu {
 
 constexpr int kRsThreads = 384;  // producer warpgroup + two consumer warpgroups
-constexpr int kRsMaxStageK = 256;  // k of a stage (RsLayout::kStageK: 256, or 128 for BN = 256)
+constexpr int kRsStageK = 256;
 constexpr int kRsGroups = 2;     // commit groups (of two k16 wgmmas) a consumer keeps in flight
 constexpr int kRsRawSlots = 6;   // raw scale slots per producer thread (stages requested ahead)
+constexpr int kRsRawRow = 48;    // a raw slot: up to 5 words of scale bytes, then of INT4 zeros at +24
+constexpr int kRsMulRow = 80;    // a stage's expanded scales per row: 64 bytes, rows 80 apart (no bank conflicts)
 
 // A stage's expanded scales of one row (Scale::expand's pair multipliers, written by the producer
 // warpgroup): NVFP4 16 words, one per 16-k block; MXFP4 8 words, one per 32-k unit; INT4 8 x
-// (multiplier, zero) per 32-k unit (the first half of each for a 128-k stage).
-//
-// Stages (rs_stage_k): 256 k for 64-token tiles (three stages of 58 KB); 128 k for 128 and 256
-// tokens (four stages of 46 KB, two of 78 KB), whose x is 32 / 64 KB per 128 k. The stage's packed
-// weights: one TMA box of 128 rows x kStageK / 2 bytes, swizzled over 128 bytes (256 k: 16-byte
-// unit u of row r at u ^ (r % 8)) or 64 bytes (128 k: at u ^ (r / 2 % 4)), so the 8 rows a warp
-// reads at once hit distinct banks. The multipliers of a row: 64 / 32 bytes, rows kMulRow apart
-// (80 / 48: the 8 rows of a warp's 16-byte reads on distinct banks). A raw slot of the producer's
-// ring: the row's scale bytes (at most 5 / 3 aligned words), then its INT4 zero bytes at kZeroAt.
+// (multiplier, zero) per 32-k unit.
 template <int BN>
 struct RsLayout {
-  static constexpr int kStageK = rs_stage_k(BN);
-  static constexpr uint32_t kWRowBytes = kStageK / 2;
-  static constexpr uint32_t kXBytes = kStageK / 64 * BN * 128;  // boxes of 64 k x BN tokens (16-bit)
-  static constexpr uint32_t kWBytes = kWgmmaRows * kWRowBytes;   // 128 rows x kStageK (4-bit)
-  static constexpr int kMulRow = kStageK == 256 ? 80 : 48;
-  static constexpr uint32_t kMulBytes = kWgmmaRows * kMulRow;
+  static constexpr uint32_t kXBytes = 4 * BN * 128;        // four boxes of 64 k x BN tokens (16-bit)
+  static constexpr uint32_t kWBytes = kWgmmaRows * 128;    // 128 rows x 256 k (4-bit)
+  static constexpr uint32_t kMulBytes = kWgmmaRows * kRsMulRow;
   static constexpr uint32_t kStageBytes = (kXBytes + kWBytes + kMulBytes + 1023) / 1024 * 1024;
-  static constexpr int kStages = BN == 64 ? 3 : BN == 128 ? 4 : 2;
-  static constexpr int kRawRow = kStageK == 256 ? 48 : 32, kZeroAt = kRawRow / 2;
+  static constexpr int kStages = BN == 64 ? 3 : 2;         // 58 / 90 KB each
   static constexpr uint32_t kRawOffset = kStages * kStageBytes;
-  static constexpr uint32_t kRawBytes = 128 * kRsRawSlots * kRawRow;
+  static constexpr uint32_t kRawBytes = 128 * kRsRawSlots * kRsRawRow;
   static constexpr uint32_t kBarrierOffset = kRawOffset + kRawBytes;
   static constexpr size_t kSmemBytes = 1024 + size_t(kBarrierOffset) + 16 * kStages;
   static_assert(kSmemBytes <= 227 * 1024, "RsLayout: over 227 KB of shared memory");
-  static_assert(BN / 2 * 256 * 4 <= kStages * kStageBytes, "RsLayout: the cluster split's sums do not fit the stages");
-
-  // Byte offset of 16-byte unit u (32 k) of row r in the stage's weights.
-  static __host__ __device__ constexpr uint32_t w_unit(int r, int u) {
-    return uint32_t(r) * kWRowBytes + uint32_t(kStageK == 256 ? u ^ (r & 7) : u ^ ((r >> 1) & 3)) * 16u;
-  }
 };
 
 // Trace points for bench/quant/rs_trace.cu, which defines the macro before including this header (a
@@ -111,11 +93,11 @@ __device__ __forceinline__ int scale_bytes(const LinearParams& p, int kvalid) {
   return 2 * ((kvalid + p.group - 1) / p.group);
 }
 
-// Copies row rr's scale (and INT4 zero, to dst + zero_at) bytes of the stage at k0 as the aligned
-// 4-byte words that hold them (at most 5; in bounds: every scale tensor's size is a multiple of 4
-// bytes). Its bytes start at (scale_offset & 3) in the slot.
+// Copies row rr's scale (and INT4 zero) bytes of the stage at k0 as the aligned 4-byte words that
+// hold them (at most 5; in bounds: every scale tensor's size is a multiple of 4 bytes). Its bytes
+// start at (scale_offset & 3) in the slot.
 template <Format F>
-__device__ __forceinline__ void copy_scales(const LinearParams& p, uint8_t* dst, int zero_at, size_t rr, int k0, int kvalid) {
+__device__ __forceinline__ void copy_scales(const LinearParams& p, uint8_t* dst, size_t rr, int k0, int kvalid) {
   const size_t off = scale_offset<F>(p, rr, k0), first = off & ~size_t(3);
   const int words = int((off + size_t(scale_bytes<F>(p, kvalid)) + 3 - first) / 4);
   const uint8_t* scale = static_cast<const uint8_t*>(p.scale);
@@ -124,16 +106,16 @@ __device__ __forceinline__ void copy_scales(const LinearParams& p, uint8_t* dst,
   for (int i = 0; i < 5; ++i)
     if (i < words) {
       cp_async4(dst + 4 * i, scale + first + 4 * i);
-      if constexpr (F == Format::Int4) cp_async4(dst + zero_at + 4 * i, zero + first + 4 * i);
+      if constexpr (F == Format::Int4) cp_async4(dst + 24 + 4 * i, zero + first + 4 * i);
     }
 }
 
 // Expands a raw slot (the row's bytes from `at`) into the stage's multipliers of the row (`mul`,
-// RsLayout::kMulRow bytes): the `units` 32-k units that lie in K.
+// kRsMulRow bytes): the `units` 32-k units that lie in K.
 template <Format F, bool BF16>
-__device__ __forceinline__ void expand_scales(const uint8_t* raw, int zero_at, int at, int group, int units, uint32_t* mul) {
+__device__ __forceinline__ void expand_scales(const uint8_t* raw, int at, int group, int units, uint32_t* mul) {
 #pragma unroll
-  for (int u = 0; u < kRsMaxStageK / 32; ++u) {
+  for (int u = 0; u < kRsStageK / 32; ++u) {
     if (u >= units) break;
     uint32_t rs, rz = 0;
     if constexpr (F == Format::NvFp4) {
@@ -143,7 +125,7 @@ __device__ __forceinline__ void expand_scales(const uint8_t* raw, int zero_at, i
     } else {
       const int b = at + 2 * (32 * u / group);
       rs = *reinterpret_cast<const uint16_t*>(raw + b);
-      rz = *reinterpret_cast<const uint16_t*>(raw + zero_at + b);
+      rz = *reinterpret_cast<const uint16_t*>(raw + 24 + b);
     }
     Scale<F, BF16> sc;
     sc.expand(rs, rz);
@@ -170,7 +152,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   using namespace kiln::gemm::sm90;
   namespace cg = cooperative_groups;
   using L = RsLayout<BN>;
-  constexpr int S = L::kStages, R = kRsRawSlots, SK = L::kStageK;
+  constexpr int S = L::kStages, R = kRsRawSlots;
   constexpr bool BF16 = IsBf16<T>::value;
   extern __shared__ __align__(1024) uint8_t w4_rs_smem[];
   uint8_t* const smem = align_shared_1024(w4_rs_smem);
@@ -193,9 +175,9 @@ __global__ void __launch_bounds__(kRsThreads, 1)
 
   const int tok0 = blockIdx.x * BN, row_tile = blockIdx.y * kWgmmaRows;
   // This CTA's stages: the split's share of ceil(k / 256) (the plan makes the shares equal).
-  const int total = (p.k + SK - 1) / SK, stages = total / int(gridDim.z);
-  const int kbase = int(blockIdx.z) * stages * SK;
-  auto valid_k = [&](int k0) { return p.k - k0 < SK ? p.k - k0 : SK; };  // SK, or 128 at the end
+  const int total = (p.k + kRsStageK - 1) / kRsStageK, stages = total / int(gridDim.z);
+  const int kbase = int(blockIdx.z) * stages * kRsStageK;
+  auto valid_k = [&](int k0) { return p.k - k0 < kRsStageK ? p.k - k0 : kRsStageK; };  // 256, or 128 at the end
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
@@ -203,18 +185,18 @@ __global__ void __launch_bounds__(kRsThreads, 1)
     setmaxnreg_dec<40>();
     const int r = threadIdx.x;
     const size_t rr = size_t(row_tile + r);
-    uint8_t* const raw = smem + L::kRawOffset + r * R * L::kRawRow;
+    uint8_t* const raw = smem + L::kRawOffset + r * R * kRsRawRow;
     auto issue_raw = [&](int s) {
-      const int k0 = kbase + SK * s;
-      sm90rs::copy_scales<F>(p, raw + (s % R) * L::kRawRow, L::kZeroAt, rr, k0, valid_k(k0));
+      const int k0 = kbase + kRsStageK * s;
+      sm90rs::copy_scales<F>(p, raw + (s % R) * kRsRawRow, rr, k0, valid_k(k0));
     };
     auto issue_w = [&](int s) {  // the stage's weights and expected bytes
-      const int stage = s % S, k0 = kbase + SK * s;
+      const int stage = s % S, k0 = kbase + kRsStageK * s;
       mbar_expect_tx(full(stage), L::kWBytes + uint32_t(valid_k(k0) / 64) * (BN * 128));
       tma_load_3d(base + stage_offset(stage) + L::kXBytes, &tma_w, full(stage), k0 / 2, row_tile, 0);
     };
     auto issue_x = [&](int s) {  // the stage's boxes of 64 k that lie in K
-      const int stage = s % S, k0 = kbase + SK * s, kv = valid_k(k0);
+      const int stage = s % S, k0 = kbase + kRsStageK * s, kv = valid_k(k0);
       const uint32_t st = base + stage_offset(stage);
       for (int b = 0; b < kv / 64; ++b) tma_load_3d(st + uint32_t(b) * (BN * 128), &tma_x, full(stage), k0 + 64 * b, tok0, 0);
     };
@@ -236,7 +218,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       if (s + R - 1 < stages) issue_raw(s + R - 1);
       cp_async_commit();
       cp_async_wait<R - 1>();  // this thread's raw slot of stage s has landed
-      const int stage = s % S, k0 = kbase + SK * s;
+      const int stage = s % S, k0 = kbase + kRsStageK * s;
       if (s >= S) {
         mbar_wait(empty(stage), ((s / S) & 1) ^ 1u);
         if (r == 0) {
@@ -244,9 +226,8 @@ __global__ void __launch_bounds__(kRsThreads, 1)
           issue_w(s), issue_x(s);
         }
       }
-      sm90rs::expand_scales<F, BF16>(raw + (s % R) * L::kRawRow, L::kZeroAt, int(scale_offset<F>(p, rr, k0) & 3), p.group,
-                                     valid_k(k0) / 32,
-                                     reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * L::kMulRow));
+      sm90rs::expand_scales<F, BF16>(raw + (s % R) * kRsRawRow, int(scale_offset<F>(p, rr, k0) & 3), p.group, valid_k(k0) / 32,
+                                     reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * kRsMulRow));
       mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
     cp_async_wait<0>();
@@ -266,98 +247,79 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   float acc[BN / 2];
 #pragma unroll
   for (int e = 0; e < BN / 2; ++e) acc[e] = 0.0f;
-  // The mainloop with wgmma m64nNIk16: NI = BN, or for BN = 256 the narrowest of 64 / 128 / 256
-  // that holds the tile's tokens (a last token tile of M = 816 has 48: m64n64k16 instead of a
-  // quarter-used m64n256k16). acc_n: the first NI / 2 accumulators.
-  auto mainloop = [&](auto ni) {
-    constexpr int NI = decltype(ni)::value;
-    float(&acc_n)[NI / 2] = *reinterpret_cast<float(*)[NI / 2]>(&acc[0]);
-    uint32_t a[2 * kRsGroups][4];  // A of the k16 steps in flight (read by their wgmmas until done)
-    for (int s = 0; s < stages; ++s) {
-      const int stage = s % S, steps = valid_k(kbase + SK * s) / 16;
-      mbar_wait(full(stage), (s / S) & 1);
-      if (threadIdx.x == 128) KILN_W4_RS_TRACE(1, s);
-      const uint8_t* st = smem + stage_offset(stage);
-      auto load_unit = [&](int u, uint4 (&w)[2]) {  // 16 bytes (32 k) of rows r0, r0 + 8
+  uint32_t a[2 * kRsGroups][4];  // A of the k16 steps in flight (read by their wgmmas until done)
+  for (int s = 0; s < stages; ++s) {
+    const int stage = s % S, steps = valid_k(kbase + kRsStageK * s) / 16;
+    mbar_wait(full(stage), (s / S) & 1);
+    if (threadIdx.x == 128) KILN_W4_RS_TRACE(1, s);
+    const uint8_t* st = smem + stage_offset(stage);
+    auto load_unit = [&](int u, uint4 (&w)[2]) {  // 16 bytes (32 k) of rows r0, r0 + 8
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = r0 + 8 * h;
-          w[h] = *reinterpret_cast<const uint4*>(st + L::kXBytes + L::w_unit(r, u));
-        }
-      };
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        w[h] = *reinterpret_cast<const uint4*>(st + L::kXBytes + r * 128 + ((u ^ (r & 7)) * 16));
+      }
+    };
 #pragma unroll
-      for (int half = 0; half < SK / 128; ++half) {  // 128 k at a time: 4 units of 32 k
-        if (half == 1 && steps <= 8) break;
-        uint32_t m[8][2];  // [16-k block][row]: NVFP4 the block's multiplier; MXFP4 and INT4 per unit:
-                           // [2i] multiplier, [2i + 1] INT4 zero
+    for (int half = 0; half < 2; ++half) {  // 128 k at a time: 4 units of 32 k
+      if (half == 1 && steps <= 8) break;
+      uint32_t m[8][2];  // [16-k block][row]: NVFP4 the block's multiplier; MXFP4 and INT4 per unit:
+                         // [2i] multiplier, [2i + 1] INT4 zero
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t* mul = reinterpret_cast<const uint32_t*>(st + L::kXBytes + L::kWBytes + (r0 + 8 * h) * L::kMulRow);
-          if constexpr (F == Format::MxFp4) {
-            const uint4 v = *reinterpret_cast<const uint4*>(mul + 4 * half);
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t* mul = reinterpret_cast<const uint32_t*>(st + L::kXBytes + L::kWBytes + (r0 + 8 * h) * kRsMulRow);
+        if constexpr (F == Format::MxFp4) {
+          const uint4 v = *reinterpret_cast<const uint4*>(mul + 4 * half);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) m[2 * i][h] = word_of(v, i);
-          } else {
+          for (int i = 0; i < 4; ++i) m[2 * i][h] = word_of(v, i);
+        } else {
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const uint4 v = *reinterpret_cast<const uint4*>(mul + 8 * half + 4 * j);
+          for (int j = 0; j < 2; ++j) {
+            const uint4 v = *reinterpret_cast<const uint4*>(mul + 8 * half + 4 * j);
 #pragma unroll
-              for (int i = 0; i < 4; ++i) m[4 * j + i][h] = word_of(v, i);
-            }
+            for (int i = 0; i < 4; ++i) m[4 * j + i][h] = word_of(v, i);
           }
-        }
-        uint4 w[2], w_next[2];  // unit i's words, and unit i + 1's (read one unit ahead)
-        load_unit(4 * half, w);
-#pragma unroll
-        for (int q = 0; q < 8; q += 2) {  // k16 steps kk and kk + 1 (kk = 8 half + q): unit q / 2
-          const int kk = 8 * half + q, i = q / 2;
-          if (i < 3) load_unit(4 * half + i + 1, w_next);
-          wgmma_wait<kRsGroups - 1>();  // the group kRsGroups back is done: its A registers are free
-          // At kk = 2 that is the previous stage's last one (with it every warp's reads of the stage).
-          if (kk == 2 && s > 0 && tid == 0) mbar_arrive(empty((s - 1) % S));
-#pragma unroll
-          for (int d = 0; d < 2; ++d) {
-            uint32_t(&A)[4] = a[(kk + d) % (2 * kRsGroups)];
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int word = 2 * d + j;  // of unit i
-                const uint32_t pair = decode_pair_at<F, BF16>(stored_pair<F == Format::Int4>(word_of(w[h], word), t));
-                if constexpr (F == Format::NvFp4) {
-                  A[h + 2 * j] = mul2<BF16>(pair, m[q + d][h]);
-                } else if constexpr (F == Format::MxFp4) {
-                  A[h + 2 * j] = mul2<BF16>(pair, m[2 * i][h]);
-                } else {
-                  A[h + 2 * j] = mul2<BF16>(sub2<BF16>(pair, m[2 * i + 1][h]), m[2 * i][h]);
-                }
-              }
-          }
-          wgmma_fence();  // A written by this thread before the wgmmas read it
-#pragma unroll
-          for (int d = 0; d < 2; ++d) {
-            const int k16 = kk + d;
-            const uint32_t xb = base + stage_offset(stage) + uint32_t(k16 / 4) * (BN * 128) + 32u * uint32_t(k16 % 4);
-            wgmma_rs<NI, T>(acc_n, a[k16 % (2 * kRsGroups)], smem_desc(xb, 16, 1024), 1);
-          }
-          wgmma_commit();
-          if (i < 3) w[0] = w_next[0], w[1] = w_next[1];
         }
       }
-      if (threadIdx.x == 128) KILN_W4_RS_TRACE(2, s);
+      uint4 w[2], w_next[2];  // unit i's words, and unit i + 1's (read one unit ahead)
+      load_unit(4 * half, w);
+#pragma unroll
+      for (int q = 0; q < 8; q += 2) {  // k16 steps kk and kk + 1 (kk = 8 half + q): unit q / 2
+        const int kk = 8 * half + q, i = q / 2;
+        if (i < 3) load_unit(4 * half + i + 1, w_next);
+        wgmma_wait<kRsGroups - 1>();  // the group kRsGroups back is done: its A registers are free
+        // At kk = 2 that is the previous stage's last one (with it every warp's reads of the stage).
+        if (kk == 2 && s > 0 && tid == 0) mbar_arrive(empty((s - 1) % S));
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+          uint32_t(&A)[4] = a[(kk + d) % (2 * kRsGroups)];
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int word = 2 * d + j;  // of unit i
+              const uint32_t pair = decode_pair_at<F, BF16>(stored_pair<F == Format::Int4>(word_of(w[h], word), t));
+              if constexpr (F == Format::NvFp4) {
+                A[h + 2 * j] = mul2<BF16>(pair, m[q + d][h]);
+              } else if constexpr (F == Format::MxFp4) {
+                A[h + 2 * j] = mul2<BF16>(pair, m[2 * i][h]);
+              } else {
+                A[h + 2 * j] = mul2<BF16>(sub2<BF16>(pair, m[2 * i + 1][h]), m[2 * i][h]);
+              }
+            }
+        }
+        wgmma_fence();  // A written by this thread before the wgmmas read it
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+          const int k16 = kk + d;
+          const uint32_t xb = base + stage_offset(stage) + uint32_t(k16 / 4) * (BN * 128) + 32u * uint32_t(k16 % 4);
+          wgmma_rs<BN, T>(acc, a[k16 % (2 * kRsGroups)], smem_desc(xb, 16, 1024), 1);
+        }
+        wgmma_commit();
+        if (i < 3) w[0] = w_next[0], w[1] = w_next[1];
+      }
     }
-  };
-  if constexpr (BN > 128) {
-    const int tokens = p.m - tok0;
-    if (tokens <= BN / 4) {
-      mainloop(std::integral_constant<int, BN / 4>{});
-    } else if (tokens <= BN / 2) {
-      mainloop(std::integral_constant<int, BN / 2>{});
-    } else {
-      mainloop(std::integral_constant<int, BN>{});
-    }
-  } else {
-    mainloop(std::integral_constant<int, BN>{});
+    if (threadIdx.x == 128) KILN_W4_RS_TRACE(2, s);
   }
   wgmma_wait<0>();
 #pragma unroll

@@ -136,26 +136,25 @@ constexpr bool kW4WgmmaBuilt = true;
 constexpr bool kW4WgmmaBuilt = false;
 #endif
 
-// KILN_QUANT_WGMMA_BN=64|128 (and 256 for variant 4) forces the token tile (benchmarks); else
-// plan_wgmma's.
+// KILN_QUANT_WGMMA_BN=64|128 forces variants 3 and 4's token tile (benchmarks); else plan_wgmma's.
 inline int wgmma_bn_override() {
   const char* v = std::getenv("KILN_QUANT_WGMMA_BN");
   return v ? std::atoi(v) : 0;
 }
 
 // Variant 3 or 4's plan for this call on this device (use == false: the mma.sync GEMM, and why);
-// variant 4 splits K in its stages (rs_stage_k).
+// variant 4 splits K in its 256-k stages.
 inline WgmmaPlan wgmma_plan_here(int m, int n, int k, int variant) {
   static const bool sm90 = kW4WgmmaBuilt && kiln::gemm::detail::device_is_sm90();
-  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 4 : 3);
+  return plan_wgmma(m, n, k, kW4WgmmaBuilt, sm90, wgmma_bn_override(), variant == 4 ? 256 : 128);
 }
 
 // Split-K bytes variants 3 and 4 need at most for a shape (any token tile): one zeroed [m, n] fp32
 // (variant 4 only where its clusters do not fit at once).
 inline size_t wgmma_partial_bytes(int m, int n, int k) {
-  for (int bn : {64, 128, 256})
-    for (int variant : {3, 4})
-      if (plan_wgmma(m, n, k, true, true, bn, variant).split > 1) return size_t(m) * n * sizeof(float);
+  for (int bn : {64, 128})
+    for (int stage_k : {128, 256})
+      if (plan_wgmma(m, n, k, true, true, bn, stage_k).split > 1) return size_t(m) * n * sizeof(float);
   return 0;
 }
 
@@ -348,17 +347,14 @@ bool wgmma_x_tensor_map(const LinearParams& p, CUtensorMap& map) {
   return reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
 
-// The packed weights [n, k/2] as variant 4's TMA tensor: boxes of a stage's bytes of 128 rows (128
-// bytes = 256 k, 128-byte swizzle; 64 bytes = 128 k for BN = 256, 64-byte swizzle: RsLayout). False
-// where the driver refuses it.
-template <int BN>
-bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
+// The packed weights [n, k/2] as variant 4's TMA tensor: boxes of 128 bytes (256 k) x 128 rows,
+// 128-byte swizzle. False where the driver refuses it.
+inline bool rs_weight_tensor_map(const LinearParams& p, CUtensorMap& map) {
   kiln::gemm::detail::TensorMapKey key{};
   key.data = p.weight;
   key.dims[0] = uint64_t(p.k) / 2, key.dims[1] = uint64_t(p.n), key.dims[2] = 1;
   key.strides[0] = uint64_t(p.k) / 2, key.strides[1] = uint64_t(p.k) / 2 * uint64_t(p.n);
-  key.box[0] = RsLayout<BN>::kWRowBytes, key.box[1] = kWgmmaRows;
-  key.swizzle = int32_t(RsLayout<BN>::kWRowBytes);
+  key.box[0] = 128, key.box[1] = kWgmmaRows;
   key.element = kiln::gemm::detail::kMapU8;
   return reinterpret_cast<uintptr_t>(p.weight) % 16 == 0 && kiln::gemm::detail::encode_tensor_map(key, map);
 }
@@ -468,7 +464,7 @@ bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStr
     last_gemm_path = "x is not a TMA tensor (16-byte aligned address and rows)";
     return false;
   }
-  if (V == 4 && !rs_weight_tensor_map<BN>(p, wmap)) {
+  if (V == 4 && !rs_weight_tensor_map(p, wmap)) {
     last_gemm_path = "the packed weights are not a TMA tensor (16-byte aligned address)";
     return false;
   }
@@ -574,9 +570,7 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
     const char* how = "";
     if (split > 1) {
       const int tiles = (p.n / kWgmmaRows) * ((p.m + plan.bn - 1) / plan.bn), force = rs_split_override();
-      const int fit = plan.bn == 64    ? rs_max_clusters<F, T, 64, Ep>(split)
-                      : plan.bn == 128 ? rs_max_clusters<F, T, 128, Ep>(split)
-                                       : rs_max_clusters<F, T, 256, Ep>(split);
+      const int fit = plan.bn == 64 ? rs_max_clusters<F, T, 64, Ep>(split) : rs_max_clusters<F, T, 128, Ep>(split);
       const bool workspace = partial != nullptr && partial_bytes >= size_t(p.m) * p.n * sizeof(float);
       if (force != 1 && (force == 2 || fit >= tiles)) {
         how = "in clusters";
@@ -589,9 +583,8 @@ bool try_launch_wgmma(LinearParams p, const Ep& ep, void* partial, size_t partia
       }
       std::snprintf(wgmma_path_text, sizeof wgmma_path_text, "wgmma rs, split %d %s (clusters: %d fit, %d needed)", plan.split, how, fit, tiles);
     }
-    const bool launched = plan.bn == 64    ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
-                          : plan.bn == 128 ? try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e)
-                                           : try_launch_wgmma_bn<4, F, T, 256>(p, ep, split, stream, e);
+    const bool launched = plan.bn == 64 ? try_launch_wgmma_bn<4, F, T, 64>(p, ep, split, stream, e)
+                                        : try_launch_wgmma_bn<4, F, T, 128>(p, ep, split, stream, e);
     if (launched && plan.split > 1) last_gemm_path = wgmma_path_text;
     return launched;
   }

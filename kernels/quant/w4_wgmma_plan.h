@@ -12,22 +12,18 @@ constexpr int kWgmmaRows = 128;
 constexpr int kWgmmaSms = 132;  // H100/H200 SMs a grid aims to fill (one CTA per SM)
 constexpr int kWgmmaMaxSplit = 8;  // CTAs along K: variant 4's cluster, at most the portable 8
 
-// k of variant 4's stages for a token tile (RsLayout): 256 for 64 tokens, else 128 (a stage's x
-// is 32 KB per 128 k at 128 tokens, 64 KB at 256; deeper rings of shorter stages).
-constexpr int rs_stage_k(int bn) { return bn == 64 ? 256 : 128; }
-
 struct WgmmaPlan {
   bool use = false;
   const char* reason = "";  // why not (use == false)
-  int bn = 64;              // tokens per tile: 64, 128 or (variant 4) 256
-  int stage_k = 128;        // k per stage of the chosen tile
+  int bn = 64;              // tokens per tile: 64 or 128
   int split = 1;            // CTAs along K (each a whole number of stages)
 };
 
-// bn_override: 64, 128 or (variant 4) 256 forces the token tile (benchmarks), 0 lets the plan
-// choose. variant: 3 (stages of 128 k) or 4 (rs_stage_k of the tile: a last stage of 128 when K is
-// not a multiple of 256); a split of K keeps the stages whole.
-inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device, int bn_override = 0, int variant = 3) {
+// bn_override: 64 or 128 forces the token tile (benchmarks), 0 lets the plan choose. stage_k: the
+// k of the kernel's stages (variant 3: 128, variant 4: 256; a last stage of 128 when K is not a
+// multiple of 256), which a split of K keeps whole.
+inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device,
+                            int bn_override = 0, int stage_k = 128) {
   WgmmaPlan plan;
   auto refuse = [&](const char* why) {
     plan.reason = why;
@@ -38,14 +34,9 @@ inline WgmmaPlan plan_wgmma(int m, int n, int k, bool built, bool sm90_device, i
   if (m < 17) return refuse("M <= 16 runs the GEMV");
   if (n % kWgmmaRows != 0) return refuse("N is not a multiple of 128");
   if (k % 128 != 0 || k <= 0) return refuse("K is not a multiple of 128");
-  // 64 tokens up to M = 64, else 128. Variant 4's 256-token tile (forced only: slower than 128 at
-  // M = 816 in run s13a, 179.9 against 150.0 us on 16384x2048) runs its last tile's tokens on
-  // m64n64 / m64n128 wgmmas where they fit; variant 3's three producer warpgroups leave no registers
-  // for it.
-  const bool v4 = variant == 4;
-  const bool override_ok = bn_override == 64 || bn_override == 128 || (bn_override == 256 && v4);
-  plan.bn = override_ok ? bn_override : m <= 64 ? 64 : 128;
-  const int stage_k = plan.stage_k = v4 ? rs_stage_k(plan.bn) : 128;
+  // 64 tokens up to M = 64, else 128 (wider tiles do not fit the registers of a CTA with three
+  // producer warpgroups, w4_gemm_sm90.cuh).
+  plan.bn = bn_override == 64 || bn_override == 128 ? bn_override : m <= 64 ? 64 : 128;
   // Split K while the tiles fill at most half the SMs (one CTA each): the largest divisor of the
   // stages that keeps tiles x split within one wave, leaves each split at least two stages and
   // is at most kWgmmaMaxSplit. (Variant 3's split costs a memset, atomics and a second kernel,

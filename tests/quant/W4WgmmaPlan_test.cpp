@@ -38,25 +38,7 @@ TEST(W4WgmmaPlan, TokenTileFollowsM) {
   EXPECT_EQ(plan_wgmma(65, 4096, 1024, true, true).bn, 128);
   EXPECT_EQ(plan_wgmma(816, 4096, 1024, true, true).bn, 128);
   EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 128).bn, 128);  // KILN_QUANT_WGMMA_BN
-  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 256).bn, 64);   // not a tile of variant 3: ignored
-}
-
-TEST(W4WgmmaPlan, VariantFourStagesFollowTheTokenTile) {
-  const WgmmaPlan m51 = plan_wgmma(51, 16384, 2048, true, true, 0, 4);
-  EXPECT_EQ(m51.bn, 64);
-  EXPECT_EQ(m51.stage_k, 256);
-  const WgmmaPlan m816 = plan_wgmma(816, 16384, 2048, true, true, 0, 4);
-  EXPECT_EQ(m816.bn, 128);
-  EXPECT_EQ(m816.stage_k, 128);
-  EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true, 0, 3).stage_k, 128);
-  // KILN_QUANT_WGMMA_BN=256: variant 4 only, in 128-k stages.
-  const WgmmaPlan forced = plan_wgmma(51, 16384, 2048, true, true, 256, 4);
-  EXPECT_EQ(forced.bn, 256);
-  EXPECT_EQ(forced.stage_k, 128);
-  EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true, 256, 3).bn, 128);
-  // 2048 rows x 7 token tiles fill 112 SMs: no split.
-  EXPECT_EQ(plan_wgmma(816, 2048, 16384, true, true, 0, 4).split, 1);
-  EXPECT_EQ(plan_wgmma(816, 2048, 16384, true, true, 256, 4).split, 2);
+  EXPECT_EQ(plan_wgmma(51, 4096, 1024, true, true, 256).bn, 64);   // not a tile: ignored
 }
 
 TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
@@ -67,18 +49,18 @@ TEST(W4WgmmaPlan, SplitsKOnlyForSmallGridsWithinOneWave) {
   EXPECT_EQ(plan_wgmma(51, 8192, 1024, true, true).split, 2);
   EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true).split, 8);  // 32 stages, at most kWgmmaMaxSplit
   EXPECT_EQ(plan_wgmma(816, 16384, 2048, true, true).split, 1);
-  // Variant 4's 256-k stages at 64 tokens (the last one 128 k when K is not a multiple of 256).
-  EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true, 0, 4).split, 8);
-  EXPECT_EQ(plan_wgmma(51, 2048, 16384, true, true, 0, 4).split, 8);
-  EXPECT_EQ(plan_wgmma(51, 256, 640, true, true, 0, 4).split, 1);  // 3 stages: none to share
-  for (int variant : {3, 4})
+  // Variant 4's 256-k stages (the last one 128 k when K is not a multiple of 256).
+  EXPECT_EQ(plan_wgmma(51, 1024, 4096, true, true, 0, 256).split, 8);
+  EXPECT_EQ(plan_wgmma(51, 2048, 16384, true, true, 0, 256).split, 8);
+  EXPECT_EQ(plan_wgmma(51, 256, 640, true, true, 0, 256).split, 1);  // 3 stages: none to share
+  for (int stage_k : {128, 256})
   for (int m : {17, 51, 200, 816}) {
     for (int n : {128, 1024, 2048, 8192}) {
       for (int k : {128, 640, 1024, 4096, 16384}) {
-        const WgmmaPlan plan = plan_wgmma(m, n, k, true, true, 0, variant);
-        const int tiles = (n / 128) * ((m + plan.bn - 1) / plan.bn), steps = (k + plan.stage_k - 1) / plan.stage_k;
+        const WgmmaPlan plan = plan_wgmma(m, n, k, true, true, 0, stage_k);
+        const int tiles = (n / 128) * ((m + plan.bn - 1) / plan.bn), steps = (k + stage_k - 1) / stage_k;
         SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                     " k=" + std::to_string(k) + " variant=" + std::to_string(variant));
+                     " k=" + std::to_string(k) + " stage_k=" + std::to_string(stage_k));
         EXPECT_EQ(steps % plan.split, 0);
         EXPECT_TRUE(plan.split == 1 || steps / plan.split >= 2);
         EXPECT_TRUE(plan.split == 1 || tiles * plan.split <= kWgmmaSms);
