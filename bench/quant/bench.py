@@ -379,8 +379,7 @@ def main():
     os.environ.pop("KILN_QUANT_GEMV9_ANY_CLUSTER", None)
     log("- GEMV variants 5 and 9, fused gate/up (swiglu) 1024->4096, 2048->16384 and 16384->1024, M = 4 and 16, all formats (cluster plans forced): checked")
     os.environ["KILN_QUANT_GEMV_VARIANT"] = "5"
-    # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128) forced, variant
-    # 4 also with its tiles walked by 5 CTAs (KILN_QUANT_RS_CTAS: the persistent launch), INT4
+    # GEMM variants 3 and 4 (wgmma) at the token-tile edges, each token tile (64/128) forced, INT4
     # groups 32/64/128, fp16 and bf16; N = 384 (3 row tiles), K = 640 (5 steps: no split), 2560
     # (variant 4: a split of 5, which does not divide a tile's 8 or 16 token chunks) and 8192
     # (split-K 8 or 4); N = 272 is not a multiple of 128: the fallback (its reason is printed);
@@ -395,11 +394,8 @@ def main():
                 for gv in (["5"] if n == 512 else ["3", "4"]):
                     os.environ["KILN_QUANT_GEMM_VARIANT"] = gv
                     for m in [17, 51, 200, 816]:
-                        for bn, ctas in ([("64", ""), ("128", ""), ("", "5")] if n == 384 and k == 640 else [("", "")]):
-                            if ctas and gv != "4":
-                                continue
+                        for bn in (["64", "128"] if n == 384 and k == 640 else [""]):
                             os.environ["KILN_QUANT_WGMMA_BN"] = bn
-                            os.environ["KILN_QUANT_RS_CTAS"] = ctas  # 5 CTAs walk the tiles (persistent launch)
                             x = torch.randn(m, k, device=dev).to(dt)
                             y = torch.full((m, n), float("nan"), device=dev, dtype=dt)
                             name = f"w4_linear_{fmt}_{'bf16' if dt == torch.bfloat16 else 'f16'}"
@@ -415,9 +411,8 @@ def main():
                             e3[key] = max(e3.get(key, 0.0), e)
                             if not e < BOUND[dt]:
                                 gemm_ok[gv] = False
-                                log(f"- FAIL GEMM variant {gv} ({path}): {name} g={group} n={n} k={k} m={m} bn={bn or 'plan'} ctas={ctas or 'plan'}: rel err {e:.3e}")
+                                log(f"- FAIL GEMM variant {gv} ({path}): {name} g={group} n={n} k={k} m={m} bn={bn or 'plan'}: rel err {e:.3e}")
     os.environ.pop("KILN_QUANT_WGMMA_BN", None)
-    os.environ.pop("KILN_QUANT_RS_CTAS", None)
     os.environ["KILN_QUANT_GEMM_VARIANT"] = "4"
     for (gv, n, k, path), e in sorted(e3.items()):
         log(f"- GEMM variant {gv} edges n={n} k={k} (M = 17, 51, 200, 816; nvfp4, mxfp4, int4 g32/64/128; f16, bf16): ran {path}; worst rel err {e:.2e}")

@@ -173,72 +173,60 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   __syncthreads();
   if (threadIdx.x == 0) KILN_W4_RS_TRACE(3, 0);
 
-  // The CTA's tiles: cta, cta + ctas, ... of the token-tile-major order (the token tiles of a
-  // weight row tile are consecutive, so the CTAs running at once share their weights' rows). One
-  // tile per CTA where the grid covers them (x: token tiles, y: row tiles); fewer CTAs than tiles
-  // (a persistent launch, x only) walk several, the producer running ahead into the next tile's
-  // stages while the consumers finish a tile and run its epilogue.
-  const int token_tiles = (p.m + BN - 1) / BN, tiles = token_tiles * (p.n / kWgmmaRows);
-  const int cta = int(blockIdx.x + blockIdx.y * gridDim.x), ctas = int(gridDim.x * gridDim.y);
-  // The split's share of ceil(k / 256) stages per tile (the plan makes the shares equal).
+  const int tok0 = blockIdx.x * BN, row_tile = blockIdx.y * kWgmmaRows;
+  // This CTA's stages: the split's share of ceil(k / 256) (the plan makes the shares equal).
   const int total = (p.k + kRsStageK - 1) / kRsStageK, stages = total / int(gridDim.z);
   const int kbase = int(blockIdx.z) * stages * kRsStageK;
   auto valid_k = [&](int k0) { return p.k - k0 < kRsStageK ? p.k - k0 : kRsStageK; };  // 256, or 128 at the end
-  // Job j: stage j % stages of the CTA's tile j / stages.
-  const int jobs = (tiles - cta + ctas - 1) / ctas * stages;
-  auto tile_of = [&](int j) { return cta + j / stages * ctas; };
-  auto tok0_of = [&](int j) { return tile_of(j) % token_tiles * BN; };
-  auto row_tile_of = [&](int j) { return tile_of(j) / token_tiles * kWgmmaRows; };
-  auto k0_of = [&](int j) { return kbase + kRsStageK * (j % stages); };
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
     // ---- producer warpgroup: thread r expands row r's scales; thread 0 also loads W and x ----
     setmaxnreg_dec<40>();
     const int r = threadIdx.x;
+    const size_t rr = size_t(row_tile + r);
     uint8_t* const raw = smem + L::kRawOffset + r * R * kRsRawRow;
-    auto issue_raw = [&](int j) {
-      const int k0 = k0_of(j);
-      sm90rs::copy_scales<F>(p, raw + (j % R) * kRsRawRow, size_t(row_tile_of(j) + r), k0, valid_k(k0));
+    auto issue_raw = [&](int s) {
+      const int k0 = kbase + kRsStageK * s;
+      sm90rs::copy_scales<F>(p, raw + (s % R) * kRsRawRow, rr, k0, valid_k(k0));
     };
-    auto issue_w = [&](int j) {  // the job's weights and expected bytes
-      const int stage = j % S, k0 = k0_of(j);
+    auto issue_w = [&](int s) {  // the stage's weights and expected bytes
+      const int stage = s % S, k0 = kbase + kRsStageK * s;
       mbar_expect_tx(full(stage), L::kWBytes + uint32_t(valid_k(k0) / 64) * (BN * 128));
-      tma_load_3d(base + stage_offset(stage) + L::kXBytes, &tma_w, full(stage), k0 / 2, row_tile_of(j), 0);
+      tma_load_3d(base + stage_offset(stage) + L::kXBytes, &tma_w, full(stage), k0 / 2, row_tile, 0);
     };
-    auto issue_x = [&](int j) {  // the job's boxes of 64 k that lie in K
-      const int stage = j % S, k0 = k0_of(j), kv = valid_k(k0), tok0 = tok0_of(j);
+    auto issue_x = [&](int s) {  // the stage's boxes of 64 k that lie in K
+      const int stage = s % S, k0 = kbase + kRsStageK * s, kv = valid_k(k0);
       const uint32_t st = base + stage_offset(stage);
       for (int b = 0; b < kv / 64; ++b) tma_load_3d(st + uint32_t(b) * (BN * 128), &tma_x, full(stage), k0 + 64 * b, tok0, 0);
     };
-    const int first = jobs < S ? jobs : S;
+    const int first = stages < S ? stages : S;
     for (int n = 0; n < R - 1; ++n) {  // weights and scales are constants: requested before the wait
-      if (n < jobs) issue_raw(n);
+      if (n < stages) issue_raw(n);
       cp_async_commit();
     }
     if (r == 0)
-      for (int j = 0; j < first; ++j) {
-        KILN_W4_RS_TRACE(0, j);
-        issue_w(j);  // the ring is empty: no wait
+      for (int s = 0; s < first; ++s) {
+        KILN_W4_RS_TRACE(0, s);
+        issue_w(s);  // the ring is empty: no wait
       }
     grid_dependency_wait();  // x belongs to the previous kernel until here
     grid_launch_dependents();
     if (r == 0)
-      for (int j = 0; j < first; ++j) issue_x(j);
-    for (int j = 0; j < jobs; ++j) {
-      if (j + R - 1 < jobs) issue_raw(j + R - 1);
+      for (int s = 0; s < first; ++s) issue_x(s);
+    for (int s = 0; s < stages; ++s) {
+      if (s + R - 1 < stages) issue_raw(s + R - 1);
       cp_async_commit();
-      cp_async_wait<R - 1>();  // this thread's raw slot of job j has landed
-      const int stage = j % S, k0 = k0_of(j);
-      if (j >= S) {
-        mbar_wait(empty(stage), ((j / S) & 1) ^ 1u);
+      cp_async_wait<R - 1>();  // this thread's raw slot of stage s has landed
+      const int stage = s % S, k0 = kbase + kRsStageK * s;
+      if (s >= S) {
+        mbar_wait(empty(stage), ((s / S) & 1) ^ 1u);
         if (r == 0) {
-          KILN_W4_RS_TRACE(0, j);
-          issue_w(j), issue_x(j);
+          KILN_W4_RS_TRACE(0, s);
+          issue_w(s), issue_x(s);
         }
       }
-      sm90rs::expand_scales<F, BF16>(raw + (j % R) * kRsRawRow, int(scale_offset<F>(p, size_t(row_tile_of(j) + r), k0) & 3), p.group,
-                                     valid_k(k0) / 32,
+      sm90rs::expand_scales<F, BF16>(raw + (s % R) * kRsRawRow, int(scale_offset<F>(p, rr, k0) & 3), p.group, valid_k(k0) / 32,
                                      reinterpret_cast<uint32_t*>(smem + stage_offset(stage) + L::kXBytes + L::kWBytes + r * kRsMulRow));
       mbar_arrive(full(stage));  // (release: the multipliers are visible to the consumers' acquire)
     }
@@ -257,95 +245,89 @@ __global__ void __launch_bounds__(kRsThreads, 1)
   const int t = lane % 4;
   const int r0 = 64 * c + 16 * warp + lane / 4;  // the thread's rows r0 and r0 + 8 of the tile
   float acc[BN / 2];
+#pragma unroll
+  for (int e = 0; e < BN / 2; ++e) acc[e] = 0.0f;
   uint32_t a[2 * kRsGroups][4];  // A of the k16 steps in flight (read by their wgmmas until done)
-  for (int j0 = 0; j0 < jobs; j0 += stages) {  // the CTA's tiles; job j0 + s: the tile's stage s
+  for (int s = 0; s < stages; ++s) {
+    const int stage = s % S, steps = valid_k(kbase + kRsStageK * s) / 16;
+    mbar_wait(full(stage), (s / S) & 1);
+    if (threadIdx.x == 128) KILN_W4_RS_TRACE(1, s);
+    const uint8_t* st = smem + stage_offset(stage);
+    auto load_unit = [&](int u, uint4 (&w)[2]) {  // 16 bytes (32 k) of rows r0, r0 + 8
 #pragma unroll
-    for (int e = 0; e < BN / 2; ++e) acc[e] = 0.0f;
-    for (int s = 0; s < stages; ++s) {
-      const int job = j0 + s, stage = job % S, steps = valid_k(k0_of(job)) / 16;
-      mbar_wait(full(stage), (job / S) & 1);
-      if (threadIdx.x == 128) KILN_W4_RS_TRACE(1, job);
-      const uint8_t* st = smem + stage_offset(stage);
-      auto load_unit = [&](int u, uint4 (&w)[2]) {  // 16 bytes (32 k) of rows r0, r0 + 8
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        w[h] = *reinterpret_cast<const uint4*>(st + L::kXBytes + r * 128 + ((u ^ (r & 7)) * 16));
+      }
+    };
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = r0 + 8 * h;
-          w[h] = *reinterpret_cast<const uint4*>(st + L::kXBytes + r * 128 + ((u ^ (r & 7)) * 16));
-        }
-      };
+    for (int half = 0; half < 2; ++half) {  // 128 k at a time: 4 units of 32 k
+      if (half == 1 && steps <= 8) break;
+      uint32_t m[8][2];  // [16-k block][row]: NVFP4 the block's multiplier; MXFP4 and INT4 per unit:
+                         // [2i] multiplier, [2i + 1] INT4 zero
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {  // 128 k at a time: 4 units of 32 k
-        if (half == 1 && steps <= 8) break;
-        uint32_t m[8][2];  // [16-k block][row]: NVFP4 the block's multiplier; MXFP4 and INT4 per unit:
-                           // [2i] multiplier, [2i + 1] INT4 zero
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t* mul = reinterpret_cast<const uint32_t*>(st + L::kXBytes + L::kWBytes + (r0 + 8 * h) * kRsMulRow);
+        if constexpr (F == Format::MxFp4) {
+          const uint4 v = *reinterpret_cast<const uint4*>(mul + 4 * half);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t* mul = reinterpret_cast<const uint32_t*>(st + L::kXBytes + L::kWBytes + (r0 + 8 * h) * kRsMulRow);
-          if constexpr (F == Format::MxFp4) {
-            const uint4 v = *reinterpret_cast<const uint4*>(mul + 4 * half);
+          for (int i = 0; i < 4; ++i) m[2 * i][h] = word_of(v, i);
+        } else {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) m[2 * i][h] = word_of(v, i);
-          } else {
+          for (int j = 0; j < 2; ++j) {
+            const uint4 v = *reinterpret_cast<const uint4*>(mul + 8 * half + 4 * j);
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const uint4 v = *reinterpret_cast<const uint4*>(mul + 8 * half + 4 * j);
-#pragma unroll
-              for (int i = 0; i < 4; ++i) m[4 * j + i][h] = word_of(v, i);
-            }
+            for (int i = 0; i < 4; ++i) m[4 * j + i][h] = word_of(v, i);
           }
-        }
-        uint4 w[2], w_next[2];  // unit i's words, and unit i + 1's (read one unit ahead)
-        load_unit(4 * half, w);
-#pragma unroll
-        for (int q = 0; q < 8; q += 2) {  // k16 steps kk and kk + 1 (kk = 8 half + q): unit q / 2
-          const int kk = 8 * half + q, i = q / 2;
-          if (i < 3) load_unit(4 * half + i + 1, w_next);
-          wgmma_wait<kRsGroups - 1>();  // the group kRsGroups back is done: its A registers are free
-          // At kk = 2 that is the previous stage's last one (with it every warp's reads of the
-          // stage); a tile's last stage is released before its epilogue.
-          if (kk == 2 && s > 0 && tid == 0) mbar_arrive(empty((job - 1) % S));
-#pragma unroll
-          for (int d = 0; d < 2; ++d) {
-            uint32_t(&A)[4] = a[(kk + d) % (2 * kRsGroups)];
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int word = 2 * d + j;  // of unit i
-                const uint32_t pair = decode_pair_at<F, BF16>(stored_pair<F == Format::Int4>(word_of(w[h], word), t));
-                if constexpr (F == Format::NvFp4) {
-                  A[h + 2 * j] = mul2<BF16>(pair, m[q + d][h]);
-                } else if constexpr (F == Format::MxFp4) {
-                  A[h + 2 * j] = mul2<BF16>(pair, m[2 * i][h]);
-                } else {
-                  A[h + 2 * j] = mul2<BF16>(sub2<BF16>(pair, m[2 * i + 1][h]), m[2 * i][h]);
-                }
-              }
-          }
-          wgmma_fence();  // A written by this thread before the wgmmas read it
-#pragma unroll
-          for (int d = 0; d < 2; ++d) {
-            const int k16 = kk + d;
-            const uint32_t xb = base + stage_offset(stage) + uint32_t(k16 / 4) * (BN * 128) + 32u * uint32_t(k16 % 4);
-            wgmma_rs<BN, T>(acc, a[k16 % (2 * kRsGroups)], smem_desc(xb, 16, 1024), 1);
-          }
-          wgmma_commit();
-          if (i < 3) w[0] = w_next[0], w[1] = w_next[1];
         }
       }
-      if (threadIdx.x == 128) KILN_W4_RS_TRACE(2, job);
-    }
-    wgmma_wait<0>();
+      uint4 w[2], w_next[2];  // unit i's words, and unit i + 1's (read one unit ahead)
+      load_unit(4 * half, w);
 #pragma unroll
-    for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
-    if constexpr (kClusterSplit) break;  // (one tile: the cluster's reduction below)
-    // The tile's last stage is free (its wgmmas are done): release it before the epilogue, so that
-    // the producer fills it with the next tile's stage meanwhile. Split K through p.partial:
-    // atomics, w4_finish_kernel after.
-    if (tid == 0) mbar_arrive(empty((j0 + stages - 1) % S));
-    wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile_of(j0) + 64 * c, tok0_of(j0), warp, lane);
+      for (int q = 0; q < 8; q += 2) {  // k16 steps kk and kk + 1 (kk = 8 half + q): unit q / 2
+        const int kk = 8 * half + q, i = q / 2;
+        if (i < 3) load_unit(4 * half + i + 1, w_next);
+        wgmma_wait<kRsGroups - 1>();  // the group kRsGroups back is done: its A registers are free
+        // At kk = 2 that is the previous stage's last one (with it every warp's reads of the stage).
+        if (kk == 2 && s > 0 && tid == 0) mbar_arrive(empty((s - 1) % S));
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+          uint32_t(&A)[4] = a[(kk + d) % (2 * kRsGroups)];
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int word = 2 * d + j;  // of unit i
+              const uint32_t pair = decode_pair_at<F, BF16>(stored_pair<F == Format::Int4>(word_of(w[h], word), t));
+              if constexpr (F == Format::NvFp4) {
+                A[h + 2 * j] = mul2<BF16>(pair, m[q + d][h]);
+              } else if constexpr (F == Format::MxFp4) {
+                A[h + 2 * j] = mul2<BF16>(pair, m[2 * i][h]);
+              } else {
+                A[h + 2 * j] = mul2<BF16>(sub2<BF16>(pair, m[2 * i + 1][h]), m[2 * i][h]);
+              }
+            }
+        }
+        wgmma_fence();  // A written by this thread before the wgmmas read it
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+          const int k16 = kk + d;
+          const uint32_t xb = base + stage_offset(stage) + uint32_t(k16 / 4) * (BN * 128) + 32u * uint32_t(k16 % 4);
+          wgmma_rs<BN, T>(acc, a[k16 % (2 * kRsGroups)], smem_desc(xb, 16, 1024), 1);
+        }
+        wgmma_commit();
+        if (i < 3) w[0] = w_next[0], w[1] = w_next[1];
+      }
+    }
+    if (threadIdx.x == 128) KILN_W4_RS_TRACE(2, s);
   }
-  if constexpr (!kClusterSplit) return;  // (every tile's epilogue ran above)
+  wgmma_wait<0>();
+#pragma unroll
+  for (int e = 0; e < BN / 2; ++e) fence_operand(acc[e]);
+  if constexpr (!kClusterSplit) {  // (split K through p.partial: atomics, w4_finish_kernel after)
+    wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane);
+    return;
+  }
   // Split K in a cluster: the CTAs along K form one cluster (1 x 1 x split). Each writes its raw
   // sums to its own shared memory (over the ring's stages, which both consumer warpgroups are done
   // with), and CTA `rank` adds, in rank order (the result does not depend on timing), the chunks i
@@ -367,7 +349,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
       for (int e = 4 * i; e < 4 * i + 4; ++e) acc[e] = (q == 0 ? 0.0f : acc[e]) + remote[e * 256 + ct];
     }
   }
-  wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile_of(0) + 64 * c, tok0_of(0), warp, lane, rank, split);
+  wgmma_w4_epilogue<F, T, BN>(p, ep, acc, row_tile + 64 * c, tok0, warp, lane, rank, split);
   cluster.sync();  // no CTA leaves while another reads its shared memory
 #endif
 }

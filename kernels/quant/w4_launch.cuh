@@ -401,14 +401,6 @@ inline int rs_split_override() {
   return !v ? 0 : std::string(v) == "partial" ? 1 : std::string(v) == "cluster" ? 2 : 0;
 }
 
-// Variant 4's unsplit launch: one CTA per tile where the tiles fit on the SMs at once, else one CTA
-// per SM, each walking its share of the tiles. KILN_QUANT_RS_CTAS (tests and benchmarks): 0, one
-// CTA per tile always; n > 0, at most n CTAs (tiles walked by CTAs at any shape). Read per call.
-inline int rs_ctas_override() {
-  const char* v = std::getenv("KILN_QUANT_RS_CTAS");
-  return v && *v ? std::atoi(v) : -1;
-}
-
 inline thread_local char wgmma_path_text[128];
 
 // GEMM variant V (3: w4_gemm_sm90.cuh, 4: w4_gemm_sm90_rs.cuh) with `split` CTAs along K. With
@@ -416,13 +408,9 @@ inline thread_local char wgmma_path_text[128];
 // epilogue after, and the launch is a plain one (after a memset there is no kernel to overlap).
 // Variant 4 without p.partial: the split's CTAs are a cluster that adds its sums in the kernel,
 // under programmatic dependent launch like an unsplit one. `wmap`: variant 4's weight tensor map.
-// *path (if given): what ran, for last_gemm_path.
 template <int V, Format F, typename T, int BN, class Ep>
 cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtensorMap& wmap, const Ep& ep, int split,
-                            cudaStream_t stream, const char** path = nullptr) {
-  const char* unused;
-  if (!path) path = &unused;
-  *path = V == 4 ? "wgmma rs" : "wgmma";
+                            cudaStream_t stream) {
   const bool finish = p.partial != nullptr;  // split K through `partial` and w4_finish_kernel
   if (finish && split > 1) {
     if (cudaError_t e = cudaMemsetAsync(p.partial, 0, size_t(p.m) * p.n * sizeof(float), stream)) return e;
@@ -447,18 +435,6 @@ cudaError_t launch_wgmma_bn(LinearParams p, const CUtensorMap& map, const CUtens
   cudaLaunchConfig_t cfg{};
   // variant 4: token tiles along x (the tiles of a weight row tile run together), variant 3: row tiles
   cfg.gridDim = V == 4 ? dim3((p.m + BN - 1) / BN, p.n / kWgmmaRows, split) : dim3(p.n / kWgmmaRows, (p.m + BN - 1) / BN, split);
-  if (V == 4 && split == 1) {
-    // More tiles than SMs: one CTA per SM (the kernel's occupancy), each walking its share of the
-    // tiles, so that a CTA's next tile is requested while its last one finishes.
-    static const int sms = kiln::gemm::detail::device_sm_count();
-    const int tiles = int(cfg.gridDim.x * cfg.gridDim.y), force = rs_ctas_override();
-    const int ctas = force > 0 ? std::min(force, tiles) : force == 0 ? tiles : std::min(sms, tiles);
-    if (ctas < tiles) {
-      cfg.gridDim = dim3(unsigned(ctas), 1, 1);
-      std::snprintf(wgmma_path_text, sizeof wgmma_path_text, "wgmma rs, %d CTAs walk %d tiles", ctas, tiles);
-      *path = wgmma_path_text;
-    }
-  }
   cfg.blockDim = dim3(V == 4 ? kRsThreads : kWgmmaThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
@@ -492,7 +468,8 @@ bool try_launch_wgmma_bn(const LinearParams& p, const Ep& ep, int split, cudaStr
     last_gemm_path = "the packed weights are not a TMA tensor (16-byte aligned address)";
     return false;
   }
-  e = launch_wgmma_bn<V, F, T, BN>(p, map, wmap, ep, split, stream, &last_gemm_path);
+  e = launch_wgmma_bn<V, F, T, BN>(p, map, wmap, ep, split, stream);
+  last_gemm_path = V == 4 ? "wgmma rs" : "wgmma";
   return true;
 }
 
