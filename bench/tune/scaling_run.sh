@@ -8,7 +8,9 @@
 # bench/tune scripts; bench/core/bench.py, which bench_tune.py loads).
 #   device call: command "OUT=$OUT bash .carry/tune/scaling_run.sh", carry [".carry/tune", ".carry/core"]
 # Knobs: TOKENS (16), TRIALS (64), T2/T1 (seconds allowed to the two-GPU and one-GPU runs), MEM=0 leaves
-# the memory-bound kernels out, PHASE=2gpu or 1gpu runs only that tuning run (and nothing after it).
+# the memory-bound kernels out, PHASE=2gpu or 1gpu runs only that tuning run (and nothing after it),
+# KILN=path another kiln binary (an A/B in one call), RUN_NAME=x prefixes the runs' names and work
+# folders (two kilns in one call).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-tune-out}"
 C="$PWD/.carry/tune"
@@ -17,7 +19,8 @@ export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 KILN_PROGRESS=1
 export CXX="${CXX:-$(command -v c++ || command -v g++)}"
 export KILN_COMMIT="$(cat "$C/COMMIT" 2>/dev/null || echo unknown)"
-kiln="$C/kiln"
+kiln="${KILN:-$C/kiln}"
+P="${RUN_NAME:-}"
 TOKENS=${TOKENS:-16} TRIALS=${TRIALS:-64}
 S="$OUT/summary.md"
 start=$(date +%s)
@@ -29,7 +32,7 @@ elapsed() { echo $(( $(date +%s) - start )); }
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
   echo "cores: $(nproc); $(lscpu | grep -m1 'Model name')"
   nvcc --version | tail -1
-  echo "kiln commit: $KILN_COMMIT; host compiler: $($CXX --version | head -1)"
+  echo "kiln commit: $KILN_COMMIT; binary: $kiln; host compiler: $($CXX --version | head -1)"
   echo '```'
 } > "$S"
 
@@ -67,13 +70,13 @@ tune_run() {
 }
 if [ "${PHASE:-both}" != 1gpu ]; then
   echo "== two GPUs ($(elapsed) s)"
-  tune_run 2gpu "" all "${T2:-150}"
+  tune_run "${P}2gpu" "" all "${T2:-150}"
 fi
 if [ "${PHASE:-both}" != 2gpu ]; then
   echo "== one GPU, 16 cores ($(elapsed) s)"
-  tune_run 1gpu 0-15 0 "${T1:-200}"
+  tune_run "${P}1gpu" 0-15 0 "${T1:-200}"
 fi
-for d in /tmp/tune_2gpu /tmp/tune_1gpu; do
+for d in /tmp/tune_${P}2gpu /tmp/tune_${P}1gpu; do
   echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
 done | tee -a "$S"
 

@@ -1,5 +1,6 @@
 #include "kiln/tune/Builder.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -186,17 +187,51 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       unit_error[u] = e.what();
     }
   };
-  parallel_for(to_compile.size(), request.jobs, [&](size_t j) { compile_unit(j, FileLock::Mode::Try); });
+  // 2. Each candidate's own unit, compiled in the same pool as the template units: it needs none of
+  //    them until it is linked, so the candidates do not wait for the slowest unit (the Hopper
+  //    GEMM's) to start. The units go first, longest text first (a proxy for compile time).
+  std::vector<std::string> stems(candidates.size());
+  auto compile_candidate = [&](size_t i) {
+    BuiltCandidate& b = built[i];
+    stems[i] = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(sources[i])))).string();
+    const std::string source = stems[i] + (cuda ? ".cu" : ".cpp");
+    std::ofstream(source) << sources[i];
+    codegen::BuildOptions options;
+    options.target = request.target;
+    options.archs = {request.arch};
+    options.include_dir = include_dir;
+    options.log_path = stems[i] + ".log";
+    options.compile_only = true;
+    options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
+    try {
+      codegen::build_shared_library({source}, stems[i] + ".o", options);
+      if (cuda) parse_ptxas_report(read_file(options.log_path), b.registers, b.spill_bytes);
+    } catch (const UserError& e) {
+      b.error = e.what();
+    }
+  };
+  std::vector<size_t> unit_order(to_compile.size());
+  for (size_t j = 0; j < unit_order.size(); ++j) unit_order[j] = j;
+  std::stable_sort(unit_order.begin(), unit_order.end(),
+                   [&](size_t x, size_t y) { return to_compile[x].size() > to_compile[y].size(); });
+  std::vector<size_t> to_build;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (!sources[i].empty()) to_build.push_back(i);
+  parallel_for(unit_order.size() + to_build.size(), request.jobs, [&](size_t n) {
+    if (n < unit_order.size()) {
+      compile_unit(unit_order[n], FileLock::Mode::Try);
+    } else {
+      compile_candidate(to_build[n - unit_order.size()]);
+    }
+  });
   const std::vector<size_t> second_pass = std::move(held_elsewhere);
   parallel_for(second_pass.size(), request.jobs, [&](size_t i) { compile_unit(second_pass[i], FileLock::Mode::Wait); });
-  // 2. Each candidate's own unit, linked with its template objects.
-  parallel_for(candidates.size(), request.jobs, [&](size_t i) {
-    if (sources[i].empty()) return;
+  // 3. Each compiled candidate linked with its template objects.
+  parallel_for(to_build.size(), request.jobs, [&](size_t n) {
+    const size_t i = to_build[n];
     BuiltCandidate& b = built[i];
-    std::vector<std::string> inputs;
-    const std::string stem = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(sources[i])))).string();
-    inputs.push_back(stem + (cuda ? ".cu" : ".cpp"));
-    std::ofstream(inputs[0]) << sources[i];
+    if (!b.error.empty()) return;
+    std::vector<std::string> inputs = {stems[i] + ".o"};
     for (const std::string& u : units[i]) {
       if (unit_error.count(u)) {
         b.error = unit_error.at(u);
@@ -208,12 +243,11 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     options.target = request.target;
     options.archs = {request.arch};
     options.include_dir = include_dir;
-    options.log_path = stem + ".log";
-    options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
+    options.log_path = stems[i] + ".link.log";
+    if (!cuda) options.extra_flags = cpu_flags(b.knobs);
     try {
-      codegen::build_shared_library(inputs, stem + ".so", options);
-      b.library = stem + ".so";
-      if (cuda) parse_ptxas_report(read_file(options.log_path), b.registers, b.spill_bytes);
+      codegen::build_shared_library(inputs, stems[i] + ".so", options);
+      b.library = stems[i] + ".so";
     } catch (const UserError& e) {
       b.error = e.what();
     }
