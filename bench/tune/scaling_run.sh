@@ -30,7 +30,8 @@ elapsed() { echo $(( $(date +%s) - start )); }
   echo
   echo '```'
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
-  echo "cores: $(nproc); $(lscpu | grep -m1 'Model name')"
+  echo "cores: $(nproc); $(lscpu | grep -m1 'Model name'); $(lscpu | grep -m1 'Thread(s) per core'); $(lscpu | grep -m1 '^Core(s) per socket'); $(lscpu | grep -m1 '^Socket(s)')"
+  lscpu -e=CPU,CORE,SOCKET 2>/dev/null | head -n 40 | paste -sd ' '  # which logical CPUs share a core (taskset 0-15 in the one-GPU run)
   nvcc --version | tail -1
   echo "kiln commit: $KILN_COMMIT; binary: $kiln; host compiler: $($CXX --version | head -1)"
   echo '```'
