@@ -11,8 +11,9 @@
 //      backend), reductions that walk an operand across rows run over a row of accumulators;
 //   6. vectorize loops marked Vectorized (16-byte loads and stores around scalar compute);
 //   7. fuse adjacent per-row stages into one loop over rows where the schedule says so, read a
-//      row's input into registers once for all its stages where it says so, and turn divisions
-//      by loop invariants into multiplications where it says so;
+//      row's input into registers once for all its stages where it says so, turn divisions
+//      by loop invariants into multiplications where it says so, and keep float16/bfloat16
+//      intermediates of fused chains in float32 where it says so;
 //   8. allocate intermediate buffers, simplify.
 // With KILN_LOG_IR set, the IR after each step is printed to stderr.
 #include "kiln/lower/Lower.h"
@@ -27,6 +28,7 @@
 #include "ApplySchedule.h"
 #include "CacheRowReads.h"
 #include "CrossThreadReduce.h"
+#include "FloatIntermediates.h"
 #include "FuseRowStages.h"
 #include "InterchangeReductions.h"
 #include "ReciprocalDivisors.h"
@@ -365,6 +367,10 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   if (schedule.reciprocal_divisors) {
     body = reciprocal_divisors(body);
     log_ir("reciprocal divisors", body);
+  }
+  if (schedule.float_intermediates) {
+    body = float_intermediates(body);
+    log_ir("float intermediates", body);
   }
 
   // 8. Temporaries allocated around the whole body; simplify.

@@ -394,6 +394,7 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
   Schedule schedule;
   schedule.fuse_row_stages = true;
   schedule.reciprocal_divisors = true;
+  schedule.float_intermediates = options.float_intermediates;
   schedule.cache_row_bytes = options.row_cache_bytes;
   std::unordered_set<const te::TensorNode*> is_input;
   for (const te::Tensor& t : inputs) is_input.insert(t.node().get());

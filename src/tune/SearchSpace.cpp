@@ -4,6 +4,7 @@
 
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/ir/Simplify.h"
 #include "kiln/support/Error.h"
@@ -188,6 +189,18 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
     space.knobs.push_back({"column_row_threads", {0, 4, 8, 16, 32}});
   }
   add_contraction_knobs(space);
+  // Float16/bfloat16 chains fused into one expression may keep float32 intermediates (a result-
+  // changing choice, checked against the reference like every candidate): a knob only where it
+  // changes the kernel's code.
+  {
+    DefaultScheduleOptions relaxed;
+    relaxed.float_intermediates = true;
+    const Schedule a = default_gpu_schedule(kernel.inputs, kernel.outputs), b = default_gpu_schedule(kernel.inputs, kernel.outputs, relaxed);
+    if (ir::to_string(codegen::lower_kernel(kernel, target, &a).func.body) !=
+        ir::to_string(codegen::lower_kernel(kernel, target, &b).func.body)) {
+      space.knobs.push_back({"float_intermediates", {0, 1}});
+    }
+  }
   const Candidate base = space.default_candidate();
   auto with = [&](std::initializer_list<std::pair<const char*, int64_t>> changes) {
     Candidate c = base;
@@ -208,6 +221,7 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
   with({{"gemv_warps", 8}});
   with({{"wgmma_wide_min_k", 2048}});
   with({{"wgmma_dual_tile", 1}});  // the harness's fastest dual tile at Gemma's M = 816 alone
+  with({{"float_intermediates", 1}});
   return space;
 }
 
@@ -226,6 +240,7 @@ DefaultScheduleOptions schedule_options(const Candidate& c) {
   set("gemv_warps", o.gemv_warps);
   set("wgmma_wide_min_k", o.wgmma_wide_min_k);
   set("wgmma_dual_tile", o.wgmma_dual_tile);
+  if (auto it = c.find("float_intermediates"); it != c.end()) o.float_intermediates = it->second != 0;
   return o;
 }
 

@@ -122,6 +122,32 @@ TEST(SearchSpace, DualProductKernelHasTheDualTileKnob) {
       << candidate_text(one.default_candidate());
 }
 
+// A float16 elementwise chain fused into one kernel (erf(x * x) + x): each op rounds to float16
+// and the next widens it again; float_intermediates is a knob there, and its value 1 reaches the
+// schedule. A float32 chain has no such round trips: no knob.
+TEST(SearchSpace, HalfChainHasTheFloatIntermediatesKnob) {
+  for (DType d : {DType::Float16, DType::Float32}) {
+    SCOPED_TRACE(dtype_name(d));
+    test::TestGraph t(17, false);
+    const int x = t.input("x", d, {ir::Expr(64), ir::Expr(256)});
+    t.output(t.node("sum", OpKind::Add, {t.node("erf", OpKind::Erf, {t.node("sq", OpKind::Mul, {x, x})}), x}));
+    const SearchSpace s = search_space(test::only_kernel(t.graph), codegen::Target::Cuda);
+    const Candidate base = s.default_candidate();
+    ASSERT_EQ(base.count("float_intermediates"), d == DType::Float16 ? 1u : 0u) << candidate_text(base);
+    if (d != DType::Float16) continue;
+    EXPECT_EQ(base.at("float_intermediates"), 0);
+    EXPECT_FALSE(schedule_options(base).float_intermediates);
+    Candidate relaxed = base;
+    relaxed["float_intermediates"] = 1;
+    EXPECT_EQ(s.illegal_reason(relaxed), "");
+    EXPECT_TRUE(schedule_options(relaxed).float_intermediates);
+    EXPECT_TRUE(default_gpu_schedule(s.kernel.inputs, s.kernel.outputs, schedule_options(relaxed)).float_intermediates);
+    bool known = false;
+    for (const Candidate& c : s.known_good()) known |= c.at("float_intermediates") == 1;
+    EXPECT_TRUE(known);
+  }
+}
+
 TEST(SearchSpace, CpuKnobsAreCompilerFlags) {
   const SearchSpace s = search_space(test::only_kernel(test::softmax_graph(4, 64, DType::Float32)), codegen::Target::Cpu);
   EXPECT_EQ(s.size(), 12);

@@ -1,5 +1,5 @@
 // kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--outputs v,w] [--no-build]
-//              [--records FILE] [--tf32] [--no-conv-wgmma]
+//              [--records FILE] [--tf32] [--float-intermediates] [--no-conv-wgmma]
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,6 +32,7 @@ struct CompileOptions {
   bool no_build = false;
   std::string records;  // "": the default cache folder when it exists
   bool tf32 = false;     // float32 contractions may use TF32 tensor cores
+  bool float_intermediates = false;  // fused float16/bfloat16 chains keep float32 intermediates
   bool conv_wgmma = DefaultScheduleOptions().conv_wgmma;  // convolutions try the Hopper kernel (--no-conv-wgmma: not)
   bool model_library = false;  // --model
   bool reference = false;      // --reference
@@ -120,9 +121,10 @@ int run_compile(const CompileOptions& options) {
   std::vector<std::string> schedule_notes, cpu_flags;
   for (const codegen::KernelDefinition& k : kernels) {
     tune::ChosenSchedule chosen = tune::choose_schedule(records, k, target, cpu ? "" : options.targets.at(0));
-    if ((options.tf32 || options.conv_wgmma != DefaultScheduleOptions().conv_wgmma) && !cpu) {
+    if ((options.tf32 || options.float_intermediates || options.conv_wgmma != DefaultScheduleOptions().conv_wgmma) && !cpu) {
       DefaultScheduleOptions o = chosen.record ? tune::schedule_options(chosen.record->knobs) : DefaultScheduleOptions();
       o.allow_tf32 = options.tf32;
+      o.float_intermediates = options.float_intermediates;
       o.conv_wgmma = options.conv_wgmma;
       chosen.schedule = default_gpu_schedule(k.inputs, k.outputs, o);
     }
@@ -246,6 +248,10 @@ void register_compile(CLI::App& app) {
   cmd->add_flag("--tf32", options->tf32,
                 "Let float32 MatMul/Gemm run on tensor cores in TF32 (10-bit mantissas: about 1e-3 relative "
                 "error). Without it float32 contractions stay exact FP32");
+  cmd->add_flag("--float-intermediates", options->float_intermediates,
+                "float16/bfloat16 elementwise chains fused into one kernel keep their intermediate results in float32 "
+                "and round once where stored (as torch.compile computes them): fewer instructions per element, results "
+                "closer to the exact value, but not the per-op rounding ONNX defines (the CPU reference's)");
   cmd->add_flag("--conv-wgmma,!--no-conv-wgmma", options->conv_wgmma,
                 "float16/bfloat16 convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh, sm_90) first, with a "
                 "workspace for the repacked weight and an NHWC copy of the image (the default; --no-conv-wgmma: the "

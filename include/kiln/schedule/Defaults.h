@@ -38,6 +38,11 @@ struct DefaultScheduleOptions {
   // Float32 contractions may run the tensor-core templates in TF32 (10-bit mantissas, about 1e-3
   // relative error; `kiln compile --tf32`). Off: exact FP32 on the tiled path.
   bool allow_tf32 = false;
+  // Float16/bfloat16 elementwise chains fused into one expression keep their intermediates in
+  // float32, rounding once where stored (Schedule::float_intermediates; `kiln compile
+  // --float-intermediates`), as torch.compile computes them. Off: every op's result is rounded to
+  // its type, as ONNX defines each op and the CPU reference computes.
+  bool float_intermediates = false;
   // Contraction templates (kernels/gemm/, ir::GemmTemplate): warps per block of the small-M
   // kernel (0: by N: 4 above 4096 columns, 16 up to 4096, 8 when N is a symbol; else 4, 8 or 16),
   // and the K from which the wide Hopper tile (128x256, cooperative) runs when its tiles fill every

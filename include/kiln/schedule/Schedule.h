@@ -123,6 +123,11 @@ class Schedule {
   // once before the loop (src/lower/ReciprocalDivisors.cpp); an ulp of rounding for a division
   // per element. The CPU reference keeps exact division.
   bool reciprocal_divisors = false;
+  // Float16/bfloat16 intermediates of a fused elementwise chain stay in float32 instead of being
+  // rounded to their type between ops (src/lower/FloatIntermediates.cpp); results move toward the
+  // exact value by up to an intermediate's rounding. Off by default: every op rounds, as the CPU
+  // reference does.
+  bool float_intermediates = false;
   // > 0 (with fuse_row_stages): a buffer that several stages of a row kernel read through the
   // same per-thread vector slices is read once per row into registers, up to this many bytes per
   // thread (src/lower/CacheRowReads.cpp): one read from memory instead of one per stage.

@@ -1,0 +1,16 @@
+#pragma once
+// Lowering pass: a float16/bfloat16 intermediate of a fused elementwise chain keeps its float32
+// value. Each op of a half-precision graph computes in float32 and rounds its result to the
+// tensor's type; inlined into its reader, that result is widened again at once:
+// Cast(float32, Cast(float16 | bfloat16, e)) with e float32. This pass drops the pair (e is used
+// as is), so a chain rounds once, where it is stored, as torch.compile and TensorRT compute it.
+// Results change by up to the rounding of each dropped intermediate (they move toward the exact
+// value), so only where asked (Schedule::float_intermediates: `kiln compile
+// --float-intermediates`, or a tuning record); the CPU reference rounds every op.
+#include "kiln/ir/IR.h"
+
+namespace kiln {
+
+ir::Stmt float_intermediates(const ir::Stmt& s);
+
+}  // namespace kiln

@@ -1,0 +1,88 @@
+// Float16/bfloat16 chains fused into one expression keep float32 intermediates where the schedule
+// asks (Schedule::float_intermediates, src/lower/FloatIntermediates.h): the round trips through
+// the half type disappear, what is stored is rounded once, and the results move toward the exact
+// value. Without it, every op rounds (ONNX's per-op results, the CPU reference).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "kiln/ir/IROperator.h"
+#include "kiln/ir/IRPrinter.h"
+#include "kiln/lower/Lower.h"
+#include "kiln/runtime/Interpreter.h"
+#include "LoweringCheck.h"
+
+namespace kiln {
+namespace {
+
+using namespace ir;
+
+int64_t count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// y = (x * 1.1 + 0.3)^2 as three ops of dtype d, each computing in float32 and rounding its result
+// to d, as kiln's ops are built; t1 and t2 are inlined into y.
+TEST(FloatIntermediates, FusedHalfChainRoundsOnceWhereStored) {
+  for (DType d : {DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(d));
+    const Type f32(DType::Float32), half(d);
+    const int64_t n = 512;
+    te::Tensor x = te::placeholder("x", d, {Expr(n)});
+    te::Tensor t1 = te::compute("t1", x.shape(), [&](const std::vector<Expr>& i) {
+      return cast(half, cast(f32, x(i)) * FloatImm::make(f32, 1.1));
+    });
+    te::Tensor t2 = te::compute("t2", x.shape(), [&](const std::vector<Expr>& i) {
+      return cast(half, cast(f32, t1(i)) + FloatImm::make(f32, 0.3));
+    });
+    te::Tensor y = te::compute("y", x.shape(), [&](const std::vector<Expr>& i) {
+      return cast(half, cast(f32, t2(i)) * cast(f32, t2(i)));
+    });
+    Schedule rounded, relaxed;
+    relaxed.float_intermediates = true;
+    const LoweredFunc per_op = lower("chain", {x}, {y}, rounded);
+    const LoweredFunc once = lower("chain", {x}, {y}, relaxed);
+    const std::string round_trip = "float32(" + std::string(dtype_name(d)) + "(";
+    EXPECT_GT(count(to_string(per_op.body), round_trip), 0) << to_string(per_op.body);
+    EXPECT_EQ(count(to_string(once.body), round_trip), 0) << to_string(once.body);
+
+    const HostTensor in = test::random_tensor(d, {n}, 7);
+    const HostTensor a = interpret(per_op, {in}).at(0), b = interpret(once, {in}).at(0);
+    // The float32 chain rounded once: within half an ulp of d (2^-11 relative for float16, 2^-8
+    // for bfloat16) of the exact value, or for results near zero (x near -0.27) a step of
+    // float16's subnormals (2^-24), float32's own rounding aside; per-op rounding is farther off
+    // in total.
+    const double half_ulp = d == DType::Float16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    const double tiny = d == DType::Float16 ? std::ldexp(1.0, -24) : 1e-30;
+    double err_per_op = 0, err_once = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = in.get_double(i), exact = (v * 1.1 + 0.3) * (v * 1.1 + 0.3);
+      EXPECT_LE(std::abs(b.get_double(i) - exact), half_ulp * std::abs(exact) * 1.001 + tiny) << "x = " << v;
+      err_per_op += std::abs(a.get_double(i) - exact), err_once += std::abs(b.get_double(i) - exact);
+    }
+    EXPECT_LT(err_once, err_per_op);
+  }
+}
+
+// A stored intermediate still rounds: only round trips inside one expression are dropped, and a
+// float32 value widened from a half input (x itself) stays as it is.
+TEST(FloatIntermediates, StoredValuesAndInputsKeepTheirType) {
+  const Type f32(DType::Float32), half(DType::Float16);
+  te::Tensor x = te::placeholder("x", DType::Float16, {Expr(64)});
+  te::Tensor t = te::compute("t", x.shape(), [&](const std::vector<Expr>& i) { return cast(half, cast(f32, x(i)) * FloatImm::make(f32, 3.0)); });
+  Schedule relaxed;
+  relaxed.float_intermediates = true;
+  LowerOptions separate;
+  separate.inline_injective = false;
+  te::Tensor y = te::compute("y", x.shape(), [&](const std::vector<Expr>& i) { return cast(half, cast(f32, t(i)) + FloatImm::make(f32, 1.0)); });
+  const std::string text = to_string(lower("two", {x}, {t, y}, relaxed, separate).body);
+  // t is an output: y reads its stored (rounded) value, widened from float16.
+  EXPECT_GT(count(text, "float32(t["), 0) << text;
+  EXPECT_GT(count(text, "float32(x["), 0) << text;
+}
+
+}  // namespace
+}  // namespace kiln
