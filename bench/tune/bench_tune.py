@@ -10,7 +10,9 @@ median of 30 after 5 warm-ups; the same for torch.compile (default mode) and eag
 Ceiling: a device-to-device copy of the kernel's bytes (input read + output written), timed the
 same way, and the copy bandwidth of a 1 GiB copy.
 
-Usage: bench_tune.py --kiln KILN --records RECORDS --out DIR MODEL.onnx...
+Usage: bench_tune.py --kiln KILN --records RECORDS --out DIR [--tuned-args "ARGS"] MODEL.onnx...
+--tuned-args: more `kiln compile` arguments for the "tuned" build (e.g. --float-intermediates; with
+--records naming no file, "tuned" is the default schedules plus those arguments).
 """
 import argparse
 import importlib.util
@@ -76,10 +78,10 @@ def torch_op(graph_name, inits, cols):
     return lambda x: F.gelu(F.layer_norm(x, (cols,), g, b, 1e-5))
 
 
-def compile_kiln(kiln, model, out_dir, records):
+def compile_kiln(kiln, model, out_dir, records, extra=()):
     env = dict(os.environ)
-    cmd = [kiln, "compile", model, "-o", out_dir, "--target", "sm_90"]
-    if records:
+    cmd = [kiln, "compile", model, "-o", out_dir, "--target", "sm_90"] + list(extra)
+    if records and os.path.exists(records):
         cmd += ["--records", records]
     else:
         env["KILN_RECORDS"] = "/nonexistent-kiln-records"  # the default schedules
@@ -113,6 +115,7 @@ def main():
     ap.add_argument("--records", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", default="/tmp/kiln-tune-bench")
+    ap.add_argument("--tuned-args", default="", help="more kiln compile arguments for the tuned build")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -121,7 +124,8 @@ def main():
         stem = os.path.basename(m)[:-5]
         for kind in ("default", "tuned"):
             d = os.path.join(a.work, stem + "_" + kind)
-            jobs.append((m, kind, d, compile_kiln(a.kiln, m, d, a.records if kind == "tuned" else None)))
+            jobs.append((m, kind, d, compile_kiln(a.kiln, m, d, a.records if kind == "tuned" else None,
+                                                  a.tuned_args.split() if kind == "tuned" else ())))
     for _, _, _, p in jobs:
         p.wait()
 
