@@ -51,6 +51,7 @@ def test_float_intermediates_drop_the_float16_round_trips(tmp_path):
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stderr[-2000:]
         sources[name] = (out / "layernorm_gelu.cu").read_text()
+        assert ("--float-intermediates" in (out / "schedules.md").read_text()) == bool(flags)
     assert round_trips(sources["per_op"]) > 0
     assert round_trips(sources["float"]) == 0
     assert "erff(" in sources["float"]  # the same computation, only without the roundings

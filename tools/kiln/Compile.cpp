@@ -127,6 +127,7 @@ int run_compile(const CompileOptions& options) {
       o.float_intermediates = options.float_intermediates;
       o.conv_wgmma = options.conv_wgmma;
       chosen.schedule = default_gpu_schedule(k.inputs, k.outputs, o);
+      if (options.float_intermediates) chosen.note += "; float16/bfloat16 intermediates in float32 (--float-intermediates)";
     }
     functions.push_back(codegen::lower_kernel(k, target, chosen.schedule ? &*chosen.schedule : nullptr));
     schedule_notes.push_back(chosen.note);
