@@ -6,7 +6,9 @@
 // as is), so a chain rounds once, where it is stored, as torch.compile and TensorRT compute it.
 // Results change by up to the rounding of each dropped intermediate (they move toward the exact
 // value), so only where asked (Schedule::float_intermediates: `kiln compile
-// --float-intermediates`, or a tuning record); the CPU reference rounds every op.
+// --float-intermediates`, or a tuning record); the CPU reference rounds every op. The IR does not
+// tell an op's rounding from a model's own Cast nodes: a Cast to float16 whose result is at once
+// cast back to float32 (an explicit rounding step) is dropped too.
 #include "kiln/ir/IR.h"
 
 namespace kiln {
