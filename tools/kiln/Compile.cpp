@@ -124,7 +124,7 @@ int run_compile(const CompileOptions& options) {
     if ((options.tf32 || options.float_intermediates || options.conv_wgmma != DefaultScheduleOptions().conv_wgmma) && !cpu) {
       DefaultScheduleOptions o = chosen.record ? tune::schedule_options(chosen.record->knobs) : DefaultScheduleOptions();
       o.allow_tf32 = options.tf32;
-      o.float_intermediates = options.float_intermediates;
+      o.float_intermediates = o.float_intermediates || options.float_intermediates;  // (a record may have chosen it)
       o.conv_wgmma = options.conv_wgmma;
       chosen.schedule = default_gpu_schedule(k.inputs, k.outputs, o);
       if (options.float_intermediates) chosen.note += "; float16/bfloat16 intermediates in float32 (--float-intermediates)";
