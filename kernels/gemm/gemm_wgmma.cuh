@@ -53,11 +53,16 @@ namespace kiln::gemm {
 // DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
 // from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
 // products; else each B has its own BM x BN accumulators.
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0>
+// SWAP_AB = 1 (single products whose A is K-major): the kernel computes the output's transpose,
+// C^T = B^T A^T, so a tile is BM output columns (the weights' N, on wgmma's M, which comes in steps
+// of 64) by BN output rows (the tokens, on wgmma's N, which comes in steps of 8): 816 tokens fill
+// 4 x 208 rows (2% past M) where 128-row tiles compute 7 x 128 = 896 (10%).
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kDualHalves = DUAL_HALVES_ != 0;
+  static constexpr bool kSwapAB = SWAP_AB_ != 0;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -88,16 +93,30 @@ struct WgmmaLayout {
   // Stages, then a full and an empty barrier per stage; 1024 bytes of slack to align the base.
   static constexpr size_t kRingBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
   // Then one epilogue buffer per consumer warpgroup: its tile rows x kEpiCols fp32 accumulators
-  // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks.
-  // kEpiCols is the widest of 64, 32, 16, 8 (at most BN) that fits next to the ring; 0: none does.
+  // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks;
+  // kEpiCols is the widest of 64, 32, 16, 8 (dividing the tile's columns) that fits next to the
+  // ring; 0: none does. SWAP_AB stores the buffer transposed (kEpiCols rows of the tile's kRows
+  // values, padded by 4 floats: the fragment's scalar writes and the column-major walk's reads
+  // hit distinct banks), and its chunks are the tile's columns halved until they fit (at most 128).
   static constexpr int kRows = Config::BM / Config::kConsumersPerTile;
-  static constexpr size_t epilogue_bytes(int cols) { return size_t(kNumB) * kRows * (cols + 8) * 4; }
+  static constexpr size_t epilogue_bytes(int cols) {
+    return Config::kSwapAB ? size_t(kNumB) * cols * (kRows + 4) * 4 : size_t(kNumB) * kRows * (cols + 8) * 4;
+  }
+  static constexpr bool epilogue_fits(int cols) {
+    return cols <= kOutCols && kOutCols % cols == 0 && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024;
+  }
   static constexpr int widest_epilogue_cols() {
-    for (int cols = 64; cols >= 8; cols /= 2)
-      if (cols <= kOutCols && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024) return cols;
+    if constexpr (Config::kSwapAB) {
+      for (int cols = kOutCols; cols % 8 == 0; cols /= 2)
+        if (cols <= 128 && epilogue_fits(cols)) return cols;
+    } else {
+      for (int cols = 64; cols >= 8; cols /= 2)
+        if (epilogue_fits(cols)) return cols;
+    }
     return 0;
   }
-  static constexpr int kEpiCols = widest_epilogue_cols(), kEpiStride = kEpiCols + 8;
+  static constexpr int kEpiCols = widest_epilogue_cols();
+  static constexpr int kEpiStride = Config::kSwapAB ? kRows + 4 : kEpiCols + 8;  // floats between the buffer's rows
   static constexpr size_t kEpiBytes = epilogue_bytes(kEpiCols);
   static constexpr size_t kSmemBytes = kRingBytes + Config::kConsumers * kEpiBytes;
 };
@@ -119,7 +138,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int NB = Epilogue::kNumB;
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
-  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves;
+  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves, kSwap = Config::kSwapAB;
   using L = WgmmaLayout<Config, NB>;
   constexpr int NA = L::kAccB, WB = L::kOutCols, EB = WB / 2;  // accumulator sets, output columns and their accumulators
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
@@ -236,9 +255,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                                                 size_t(cw) * L::kEpiBytes);
     // Columns [chunk CN, chunk CN + CN) of the tile whose first element of this warpgroup is
     // (b, m0, n0), from the first CH accumulators of `v` per m64 block and B; then the shift.
+    // SWAP_AB: the buffer holds the chunk transposed and consecutive threads walk its rows (m, the
+    // output's columns), so that the stores stay coalesced.
     auto epilogue_chunk = [&](float(&v)[NA][MI][BN / 2], int b, int64_t m0, int64_t n0, int chunk) {
       const int64_t nc = n0 + int64_t(chunk) * CN;
-      if (EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + WB <= args.n) {
+      if (!kSwap && EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + WB <= args.n) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -267,15 +288,23 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
               for (int q = 0; q < CN / 8; ++q) {
                 const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
-                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, 4 * q + 2 * h), at(v, j, mi, 4 * q + 2 * h + 1));
+                if constexpr (kSwap) {
+                  buf[(j * CN + c) * CS + r] = at(v, j, mi, 4 * q + 2 * h);
+                  buf[(j * CN + c + 1) * CS + r] = at(v, j, mi, 4 * q + 2 * h + 1);
+                } else {
+                  *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, 4 * q + 2 * h), at(v, j, mi, 4 * q + 2 * h + 1));
+                }
               }
         named_barrier_sync(3 + cw, 128);
+        // Element t of this thread: row-major (its column fixed, rows stepping by 128 / CN) or,
+        // swapped, column-major (its row fixed, columns stepping by 128 / R).
         auto element = [&](int t) {
-          const int idx = tid + 128 * t, r = idx / CN, c = idx % CN;
+          const int idx = tid + 128 * t, r = kSwap ? idx % R : idx / CN, c = kSwap ? idx / R : idx % CN;
+          const int at0 = kSwap ? c * CS + r : r * CS + c, at1 = kSwap ? (CN + c) * CS + r : (R + r) * CS + c;
           if constexpr (NB == 2) {
-            epilogue(b, m0 + r, nc + c, buf[r * CS + c], buf[(R + r) * CS + c]);
+            epilogue(b, m0 + r, nc + c, buf[at0], buf[at1]);
           } else {
-            epilogue(b, m0 + r, nc + c, buf[r * CS + c]);
+            epilogue(b, m0 + r, nc + c, buf[at0]);
           }
         };
         if (m0 + R <= args.m && nc + CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
@@ -295,10 +324,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           // flight together), the rest one at a time; the per-row loads prefetched first. (A call's
           // loads cannot be issued ahead of a bounds test before it: one call per test costs a
           // memory latency each, 20 us on the last tile row of a 1576-row residual GEMM.)
-          constexpr int kRowStep = 128 / CN;
-          const int64_t rows_left = args.m - m0 - tid / CN;
-          int t_end = rows_left <= 0 ? 0 : rows_left >= int64_t(kRowStep) * kChunkElements ? kChunkElements : int((rows_left + kRowStep - 1) / kRowStep);
-          if (nc + tid % CN >= args.n) t_end = 0;
+          // (Swapped: the same with rows and columns exchanged.)
+          constexpr int kStep = kSwap ? 128 / R : 128 / CN;
+          const int64_t left = kSwap ? args.n - nc - tid / R : args.m - m0 - tid / CN;
+          int t_end = left <= 0 ? 0 : left >= int64_t(kStep) * kChunkElements ? kChunkElements : int((left + kStep - 1) / kStep);
+          if (kSwap ? m0 + tid % R >= args.m : nc + tid % CN >= args.n) t_end = 0;
           if constexpr (kPrefetch) {
 #pragma unroll
             for (int t = 0; t < kChunkElements; ++t) {
@@ -569,21 +599,36 @@ inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t
 
 namespace detail {
 
+// The epilogue of a SWAP_AB call: the kernel's (m, n) is the output's (n, m). Staged through the
+// kernel's buffer (never called from the accumulators: kReadsRows false), walked so that
+// consecutive threads take consecutive output columns.
+template <typename Epilogue>
+struct SwappedEpilogue {
+  static constexpr int kNumB = 1;
+  static constexpr bool kReadsRows = false, kLong = EpilogueIsLong<Epilogue>::value;
+  Epilogue inner;
+  __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc) const { inner(b, n, m, acc); }
+};
+
 // Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
 // tensor (16-byte aligned base and strides, a unit-stride axis, a batch offset linear in the flat
 // batch index): returns true and the launch's cudaError_t in `result`. Returns false (nothing
-// launched) otherwise.
+// launched) otherwise. SWAP_AB configurations run the transposed problem (B^T A^T) with the
+// epilogue's (m, n) exchanged, for single products whose A is K-major.
+// The kernel's problem as given (try_gemm_wgmma for SWAP_AB: already transposed).
 template <typename T, typename Config, typename Epilogue>
-bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
-                    cudaError_t& result) {
+bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                          cudaError_t& result) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   constexpr int64_t WB = detail::WgmmaLayout<Config, NB>::kOutCols;  // output columns per tile
   static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
-                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
-                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 208 || Config::BN == 256),
+                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128, 208 or 256");
   static_assert(!Config::kDualHalves || (NB == 2 && Config::BN % 128 == 0), "WgmmaConfig: DUAL_HALVES for dual products, BN 128 or 256");
+  static_assert(!Config::kSwapAB || (NB == 1 && 128 % detail::WgmmaLayout<Config, NB>::kRows == 0),
+                "WgmmaConfig: SWAP_AB for single products, 64 or 128 tile rows per consumer warpgroup");
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 128,
                 "WgmmaConfig: at most 128 accumulators per consumer thread");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
@@ -596,7 +641,8 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
       bool b_k = p.b[0].stride_k == 1 && (p.n == 1 || p.b[0].stride_mn != 1);
       CUtensorMap ma, mb[2];
       bool a_batched = false, b_batched[2] = {false, false};
-      bool ok = detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
+      // (An MN-major B loads boxes of 64 columns: a tile width that is not a multiple of 64 needs a K-major B.)
+      bool ok = (b_k || WB % 64 == 0) && detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
       for (int j = 0; j < NB && ok; ++j) {
         ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, WB, bf16, batch, b_batched[j], mb[j]);
         if (j == 1 && (b_batched[1] != b_batched[0] || (p.b[1].stride_k == 1) != (p.b[0].stride_k == 1))) ok = false;
@@ -643,6 +689,22 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
     }
   }
   return false;
+}
+
+template <typename T, typename Config, typename Epilogue>
+bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                    cudaError_t& result) {
+  if constexpr (Config::kSwapAB) {
+    static_assert(Epilogue::kNumB == 1, "WgmmaConfig: SWAP_AB for single products");
+    const bool a_k = p.a.stride_k == 1 && (p.m == 1 || p.a.stride_mn != 1);
+    if (!a_k || p.num_b != 1) return false;
+    Problem q = p;
+    q.m = p.n, q.n = p.m;
+    q.a = p.b[0], q.b[0] = p.a;
+    return try_gemm_wgmma_tiles<T, Config>(q, SwappedEpilogue<Epilogue>{epilogue}, workspace, workspace_bytes, stream, result);
+  } else {
+    return try_gemm_wgmma_tiles<T, Config>(p, epilogue, workspace, workspace_bytes, stream, result);
+  }
 }
 
 }  // namespace detail
