@@ -78,7 +78,7 @@ struct GateUpEpilogue {
   }
 };
 
-enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128 };
+enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128, kSwap208 };
 static const char* config_name(Config c) {
   switch (c) {
     case kPingPong128: return "wgmma<128,128,6,pingpong>";
@@ -86,6 +86,7 @@ static const char* config_name(Config c) {
     case kCoop128x256: return "wgmma<128,256,4>";
     case kDualPingPong64: return "wgmma<64,128,5,pingpong> (dual)";
     case kDualCoop128: return "wgmma<128,128,4> (dual)";
+    case kSwap208: return "wgmma<128,208,4,swapAB>";
   }
   return "?";
 }
@@ -108,6 +109,9 @@ static cudaError_t run(Config c, const kg::Problem& p, const E& e) {
       break;
     case kDualCoop128:
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 4>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, nullptr, 0, 0);
+      break;
+    case kSwap208:
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 208, 4, 0, 0, 1>, Fallback>(p, e, nullptr, 0, 0);
       break;
   }
   return cudaErrorInvalidValue;
@@ -255,6 +259,7 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   const float one = 1.0f, zero = 0.0f;
+  const bool m816 = argc > 1 && std::strcmp(argv[1], "m816") == 0;
   auto cublas = [&](const Operands& o, int gemms) {
     return [&o, gemms, &handle, &one, &zero] {
       for (int g = 0; g < gemms; ++g)
@@ -271,13 +276,18 @@ int main(int argc, char** argv) {
                                  {816, 2048, 16384, "Linear M=816"}, {816, 16384, 2048, "Gemma gate*up M=816"},
                                  {4096, 4096, 4096, "4096^3"},      {1000, 640, 520, "edges, odd tile columns"},
                                  {300, 100, 200, "edges, one tile column"}, {1000, 640, 520, "edges gate*up, odd tile columns"}};
-  for (const Case& c : shapes) {
+  // ./wgmma_probe m816: the Pi0.5 prefix shapes only, every tile (the SWAP_AB one too) with the null
+  // epilogue as well (the mainloop and tile switches without the stores), then their traces.
+  const std::vector<Case> m816_shapes{{816, 16384, 2048, "Linear M=816"}, {816, 4096, 4096, "Linear M=816"}, {3264, 16384, 2048, "M=4x816"}};
+  for (const Case& c : m816 ? m816_shapes : shapes) {
     const bool is_dual = std::strstr(c.what, "gate") != nullptr;
     Operands o(c);
     double cc, cw;
     time_cold_warm(timer, cublas(o, is_dual ? 2 : 1), cc, cw);
-    for (Config cfg : is_dual ? std::vector<Config>{kDualPingPong64, kDualCoop128} : std::vector<Config>{kPingPong128, kCoop128, kCoop128x256})
-      for (int epi : is_dual ? std::vector<int>{3} : std::vector<int>{1, 2}) {
+    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128x256, kSwap208, kPingPong128}
+                                            : std::vector<Config>{kPingPong128, kCoop128, kCoop128x256};
+    for (Config cfg : is_dual ? std::vector<Config>{kDualPingPong64, kDualCoop128} : single)
+      for (int epi : is_dual ? std::vector<int>{3} : m816 ? std::vector<int>{0, 1, 2} : std::vector<int>{1, 2}) {
         const bool ok = o.check(cfg, epi);
         failures += !ok;
         double cold = 0, warm = 0;
@@ -291,10 +301,10 @@ int main(int argc, char** argv) {
   std::printf("\n## Trace (one cold launch; each point: median / max over CTAs, us after the first CTA's entry)\n\n"
               "| shape | config | epilogue | events us | CTAs | 0 entry | 1 barriers | 2 producer done | 3 c0 first stage | 4 c0 mainloop done | 5 c0 done | 6 c1 first stage | 7 c1 mainloop done | 8 c1 done |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const Case& c : std::vector<Case>{{1576, 768, 768, ""}, {1576, 3072, 768, ""}}) {
+  for (const Case& c : m816 ? std::vector<Case>{{816, 16384, 2048, ""}} : std::vector<Case>{{1576, 768, 768, ""}, {1576, 3072, 768, ""}}) {
     Operands o(c);
-    for (Config cfg : {kCoop128, kPingPong128})
-      for (int epi : {1, 2}) {
+    for (Config cfg : m816 ? std::vector<Config>{kCoop128, kSwap208} : std::vector<Config>{kCoop128, kPingPong128})
+      for (int epi : m816 ? std::vector<int>{0, 1} : std::vector<int>{1, 2}) {
         if (!o.check(cfg, epi)) {
           ++failures;
           std::printf("| %lldx%lldx%lld | %s | %s | FAIL |\n", (long long)c.m, (long long)c.n, (long long)c.k, config_name(cfg), epi_name(epi));
