@@ -30,6 +30,11 @@ __device__ __forceinline__ unsigned long long globaltimer() {
   return t;
 }
 #define KILN_WGMMA_TRACE(point) (g_trace[blockIdx.x * kTracePoints + (point)] = globaltimer())
+// Per CTA, tile (its first kTraceTiles) and consumer: first stage arrived, mainloop done, epilogue done.
+constexpr int kTraceTiles = 8;
+__device__ unsigned long long g_tile_trace[kTraceCtas * kTraceTiles * 2 * 3];
+#define KILN_WGMMA_TILE_TRACE(local, cw, point) \
+  ((local) < kTraceTiles ? (void)(g_tile_trace[((blockIdx.x * kTraceTiles + (local)) * 2 + (cw)) * 3 + (point)] = globaltimer()) : (void)0)
 #include "bench_timer.cuh"
 #include "kiln_gemm.cuh"
 
@@ -78,7 +83,7 @@ struct GateUpEpilogue {
   }
 };
 
-enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128, kSwap208 };
+enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128, kCoop128Epi };
 static const char* config_name(Config c) {
   switch (c) {
     case kPingPong128: return "wgmma<128,128,6,pingpong>";
@@ -86,7 +91,7 @@ static const char* config_name(Config c) {
     case kCoop128x256: return "wgmma<128,256,4>";
     case kDualPingPong64: return "wgmma<64,128,5,pingpong> (dual)";
     case kDualCoop128: return "wgmma<128,128,4> (dual)";
-    case kSwap208: return "wgmma<128,208,4,swapAB>";
+    case kCoop128Epi: return "wgmma<128,128,4,epilogue warps>";
   }
   return "?";
 }
@@ -110,8 +115,8 @@ static cudaError_t run(Config c, const kg::Problem& p, const E& e) {
     case kDualCoop128:
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 4>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, nullptr, 0, 0);
       break;
-    case kSwap208:
-      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 208, 4, 0, 0, 1>, Fallback>(p, e, nullptr, 0, 0);
+    case kCoop128Epi:
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 4, 0, 0, 1>, Fallback>(p, e, nullptr, 0, 0);
       break;
   }
   return cudaErrorInvalidValue;
@@ -204,7 +209,9 @@ static const char* epi_name(int epi) { return epi == 0 ? "null" : epi == 1 ? "st
 // events goes, in us from the first CTA's entry (median and max over the CTAs).
 static void trace(Timer& timer, const Operands& o, Config cfg, int epi) {
   std::vector<unsigned long long> zero(kTraceCtas * kTracePoints, 0), t(zero.size());
+  std::vector<unsigned long long> tile_zero(kTraceCtas * kTraceTiles * 6, 0), tt(tile_zero.size());
   CHECK_CUDA(cudaMemcpyToSymbol(g_trace, zero.data(), zero.size() * 8));
+  CHECK_CUDA(cudaMemcpyToSymbol(g_tile_trace, tile_zero.data(), tile_zero.size() * 8));
   CHECK_CUDA(cudaMemsetAsync(timer.flush, 1, timer.flush_bytes, 0));
   CHECK_CUDA(cudaEventRecord(timer.start, 0));
   o.launch(cfg, epi);
@@ -213,6 +220,7 @@ static void trace(Timer& timer, const Operands& o, Config cfg, int epi) {
   float ms;
   CHECK_CUDA(cudaEventElapsedTime(&ms, timer.start, timer.stop));
   CHECK_CUDA(cudaMemcpyFromSymbol(t.data(), g_trace, t.size() * 8));
+  CHECK_CUDA(cudaMemcpyFromSymbol(tt.data(), g_tile_trace, tt.size() * 8));
   unsigned long long t0 = ~0ull;
   int ctas = 0;
   for (int b = 0; b < kTraceCtas; ++b)
@@ -228,6 +236,32 @@ static void trace(Timer& timer, const Operands& o, Config cfg, int epi) {
     else std::printf(" %.2f / %.2f |", v[v.size() / 2], v.back());
   }
   std::printf("\n");
+  // Per tile of the CTA (whichever consumer ran it): medians over the CTAs of its first stage,
+  // mainloop done and epilogue done, and of the mainloop's length, the switch (the previous tile's
+  // epilogue done -> this first stage) and the gap after the previous tile's mainloop (ping-pong:
+  // the other warpgroup's).
+  std::printf("\n  per tile (median over CTAs, us): tile: first stage / mainloop done / epilogue done; mainloop, switch, gap after the previous mainloop\n");
+  auto tile_row = [&](int b, int tile) -> const unsigned long long* {
+    const unsigned long long* r0 = &tt[((b * kTraceTiles + tile) * 2) * 3];
+    return r0[0] ? r0 : r0 + 3;
+  };
+  for (int tile = 0; tile < kTraceTiles; ++tile) {
+    std::vector<double> first, done, epi, loop, sw, gap;
+    for (int b = 0; b < kTraceCtas; ++b) {
+      const unsigned long long* r = tile_row(b, tile);
+      if (!t[b * kTracePoints] || !r[0] || !r[1] || !r[2]) continue;
+      first.push_back((r[0] - t0) * 1e-3), done.push_back((r[1] - t0) * 1e-3), epi.push_back((r[2] - t0) * 1e-3);
+      loop.push_back((r[1] - r[0]) * 1e-3);
+      const unsigned long long prev = tile ? tile_row(b, tile - 1)[2] : t[b * kTracePoints + 1];
+      if (prev) sw.push_back((double(r[0]) - double(prev)) * 1e-3);
+      if (tile) gap.push_back((double(r[0]) - double(tile_row(b, tile - 1)[1])) * 1e-3);
+    }
+    if (first.empty()) break;
+    for (auto* v : {&first, &done, &epi, &loop, &sw, &gap}) std::sort(v->begin(), v->end());
+    std::printf("  tile %d (%zu CTAs): %.2f / %.2f / %.2f; mainloop %.2f (max %.2f), switch %.2f (max %.2f), gap %.2f\n", tile, first.size(),
+                first[first.size() / 2], done[done.size() / 2], epi[epi.size() / 2], loop[loop.size() / 2], loop.back(),
+                sw.empty() ? 0.0 : sw[sw.size() / 2], sw.empty() ? 0.0 : sw.back(), gap.empty() ? 0.0 : gap[gap.size() / 2]);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -239,7 +273,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     for (const Case& c : std::vector<Case>{{1000, 640, 520, ""}, {300, 100, 200, ""}, {200, 72, 40, ""}, {1576, 768, 768, ""}, {129, 264, 136, ""}}) {
       Operands o(c);
-      for (Config cfg : {kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128}) {
+      for (Config cfg : {kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128, kCoop128Epi}) {
         const bool dual = cfg == kDualPingPong64 || cfg == kDualCoop128;
         for (int epi : dual ? std::vector<int>{3} : std::vector<int>{0, 1, 2}) {
           const bool ok = o.check(cfg, epi);
@@ -254,6 +288,12 @@ int main(int argc, char** argv) {
   if (ncu) {
     Operands o({1576, 768, 768, "ViT proj"});
     o.launch(kCoop128, 1);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "ncu816") == 0) {  // one launch, null epilogue, 816x16384x2048 (argv[2]: 0 narrow, 1 epilogue warps)
+    Operands o({816, 16384, 2048, "Linear M=816"});
+    o.launch(argc > 2 && argv[2][0] == '1' ? kCoop128Epi : kCoop128, 0);
     CHECK_CUDA(cudaDeviceSynchronize());
     return 0;
   }
@@ -284,7 +324,7 @@ int main(int argc, char** argv) {
     Operands o(c);
     double cc, cw;
     time_cold_warm(timer, cublas(o, is_dual ? 2 : 1), cc, cw);
-    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128x256, kSwap208, kPingPong128}
+    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128Epi, kCoop128x256, kPingPong128}
                                             : std::vector<Config>{kPingPong128, kCoop128, kCoop128x256};
     for (Config cfg : is_dual ? std::vector<Config>{kDualPingPong64, kDualCoop128} : single)
       for (int epi : is_dual ? std::vector<int>{3} : m816 ? std::vector<int>{0, 1, 2} : std::vector<int>{1, 2}) {
@@ -303,7 +343,7 @@ int main(int argc, char** argv) {
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : m816 ? std::vector<Case>{{816, 16384, 2048, ""}} : std::vector<Case>{{1576, 768, 768, ""}, {1576, 3072, 768, ""}}) {
     Operands o(c);
-    for (Config cfg : m816 ? std::vector<Config>{kCoop128, kSwap208} : std::vector<Config>{kCoop128, kPingPong128})
+    for (Config cfg : m816 ? std::vector<Config>{kCoop128, kCoop128Epi} : std::vector<Config>{kCoop128, kPingPong128})
       for (int epi : m816 ? std::vector<int>{0, 1} : std::vector<int>{1, 2}) {
         if (!o.check(cfg, epi)) {
           ++failures;

@@ -53,16 +53,15 @@ namespace kiln::gemm {
 // DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
 // from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
 // products; else each B has its own BM x BN accumulators.
-// SWAP_AB = 1 (single products whose A is K-major): the kernel computes the output's transpose,
-// C^T = B^T A^T, so a tile is BM output columns (the weights' N, on wgmma's M, which comes in steps
-// of 64) by BN output rows (the tokens, on wgmma's N, which comes in steps of 8): 816 tokens fill
-// 4 x 208 rows (2% past M) where 128-row tiles compute 7 x 128 = 896 (10%).
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0>
+// EPILOGUE_WARPS = 1 (cooperative tiles): the consumers hand each tile's sums to the producer
+// warpgroup's three idle warps through shared memory and go on with the next tile at once; those
+// warps run the epilogue functor while the tensor cores work on the next tile.
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int EPILOGUE_WARPS_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kDualHalves = DUAL_HALVES_ != 0;
-  static constexpr bool kSwapAB = SWAP_AB_ != 0;
+  static constexpr bool kEpilogueWarps = EPILOGUE_WARPS_ != 0;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -93,30 +92,19 @@ struct WgmmaLayout {
   // Stages, then a full and an empty barrier per stage; 1024 bytes of slack to align the base.
   static constexpr size_t kRingBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
   // Then one epilogue buffer per consumer warpgroup: its tile rows x kEpiCols fp32 accumulators
-  // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks;
-  // kEpiCols is the widest of 64, 32, 16, 8 (dividing the tile's columns) that fits next to the
-  // ring; 0: none does. SWAP_AB stores the buffer transposed (kEpiCols rows of the tile's kRows
-  // values, padded by 4 floats: the fragment's scalar writes and the column-major walk's reads
-  // hit distinct banks), and its chunks are the tile's columns halved until they fit (at most 128).
+  // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks.
+  // kEpiCols is the widest of 64, 32, 16, 8 (at most BN) that fits next to the ring; 0: none does.
+  // With EPILOGUE_WARPS each buffer holds the consumer's whole share of the tile (kEpiCols =
+  // kOutCols), which the epilogue warps read while the consumer runs the next tile's mainloop.
   static constexpr int kRows = Config::BM / Config::kConsumersPerTile;
-  static constexpr size_t epilogue_bytes(int cols) {
-    return Config::kSwapAB ? size_t(kNumB) * cols * (kRows + 4) * 4 : size_t(kNumB) * kRows * (cols + 8) * 4;
-  }
-  static constexpr bool epilogue_fits(int cols) {
-    return cols <= kOutCols && kOutCols % cols == 0 && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024;
-  }
+  static constexpr size_t epilogue_bytes(int cols) { return size_t(kNumB) * kRows * (cols + 8) * 4; }
   static constexpr int widest_epilogue_cols() {
-    if constexpr (Config::kSwapAB) {
-      for (int cols = kOutCols; cols % 8 == 0; cols /= 2)
-        if (cols <= 128 && epilogue_fits(cols)) return cols;
-    } else {
-      for (int cols = 64; cols >= 8; cols /= 2)
-        if (epilogue_fits(cols)) return cols;
-    }
+    for (int cols = Config::kEpilogueWarps ? kOutCols : 64; cols >= 8; cols /= 2)
+      if (cols <= kOutCols && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024)
+        return !Config::kEpilogueWarps || cols == kOutCols ? cols : 0;
     return 0;
   }
-  static constexpr int kEpiCols = widest_epilogue_cols();
-  static constexpr int kEpiStride = Config::kSwapAB ? kRows + 4 : kEpiCols + 8;  // floats between the buffer's rows
+  static constexpr int kEpiCols = widest_epilogue_cols(), kEpiStride = kEpiCols + 8;
   static constexpr size_t kEpiBytes = epilogue_bytes(kEpiCols);
   static constexpr size_t kSmemBytes = kRingBytes + Config::kConsumers * kEpiBytes;
 };
@@ -128,6 +116,11 @@ constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
 #ifndef KILN_WGMMA_TRACE
 #define KILN_WGMMA_TRACE(point)
 #endif
+// Per tile of a CTA (its `local` index), consumer warpgroup `cw`: 0 first stage arrived, 1 mainloop
+// done, 2 epilogue done (bench/gemm/wgmma_probe.cu's per-tile trace).
+#ifndef KILN_WGMMA_TILE_TRACE
+#define KILN_WGMMA_TILE_TRACE(local, cw, point)
+#endif
 
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
 __global__ void __launch_bounds__(Config::kThreads, 1)
@@ -138,7 +131,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int NB = Epilogue::kNumB;
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
-  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves, kSwap = Config::kSwapAB;
+  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves, kEpiWarps = Config::kEpilogueWarps;
   using L = WgmmaLayout<Config, NB>;
   constexpr int NA = L::kAccB, WB = L::kOutCols, EB = WB / 2;  // accumulator sets, output columns and their accumulators
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
@@ -160,27 +153,88 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   __syncthreads();
   if (threadIdx.x == 0) KILN_WGMMA_TRACE(1);
 
-  // Work unit u -> (batch, tile row, tile column, split).
+  // Work unit u -> (batch, tile row, tile column, split), in 32-bit arithmetic when the units fit
+  // (64-bit divisions are emulated: ~0.5 us a tile switch at 816 x 16384 x 2048).
   const int64_t per_batch = int64_t(args.tiles_m) * args.tiles_n;
-  auto decode = [&](int64_t u, int& b, int& tm, int& tn, int& split) {
-    split = int(u % args.splits);
-    u /= args.splits;
-    b = int(u / per_batch);
-    const int64_t r = u % per_batch, group = int64_t(kWgmmaGroupRows) * args.tiles_n;
+  auto decode_as = [&](auto u, auto unit, int& b, int& tm, int& tn, int& split) {
+    using I = decltype(unit);
+    split = int(u % I(args.splits));
+    u /= I(args.splits);
+    b = int(u / I(per_batch));
+    const I r = u % I(per_batch), group = I(kWgmmaGroupRows) * I(args.tiles_n);
     const int first = int(r / group) * kWgmmaGroupRows;
     const int rows = args.tiles_m - first < kWgmmaGroupRows ? args.tiles_m - first : kWgmmaGroupRows;
-    const int64_t in = r % group;
-    tm = first + int(in % rows);
-    tn = int(in / rows);
+    const I in = r % group;
+    tm = first + int(in % I(rows));
+    tn = int(in / I(rows));
+  };
+  auto decode = [&](int64_t u, int& b, int& tm, int& tn, int& split) {
+    if (args.units <= int64_t(UINT32_MAX)) {
+      decode_as(uint32_t(u), uint32_t(0), b, tm, tn, split);
+    } else {
+      decode_as(u, int64_t(0), b, tm, tn, split);
+    }
   };
   auto k_range = [&](int split, int& ks0, int& ks1) {
     ks0 = split * args.k_steps_per_split;
     ks1 = ks0 + args.k_steps_per_split < args.k_steps ? ks0 + args.k_steps_per_split : args.k_steps;
   };
 
+  // Per consumer warpgroup cw (EPILOGUE_WARPS): its buffer holds a tile for the epilogue warps
+  // (named barrier 5 + cw: the consumer arrives, the epilogue warps wait), and they have read it
+  // (7 + cw: the epilogue warps arrive, the consumer waits before its next tile's write).
+  constexpr int kEpiThreads = 96;  // warps 1..3 of the producer warpgroup
+  auto epi_buffer = [&](int cw) {
+    return reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S + size_t(cw) * L::kEpiBytes);
+  };
+  // Registers: the producer warpgroup gives up what the consumers take (64K in all); the epilogue
+  // warps need more than a lone producer thread.
+  constexpr int kProducerRegs = kEpiWarps ? 96 : 40, kConsumerRegs = kEpiWarps ? 208 : 232;
+
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<kProducerRegs>();
+    if (kEpiWarps && threadIdx.x >= 32 && args.splits == 1) {
+      // The epilogue warps: every unit of the CTA in the consumers' order, consumer 0's rows, then
+      // consumer 1's, row-major (consecutive threads, consecutive columns: coalesced stores).
+      const int et = int(threadIdx.x) - 32;
+      constexpr int R = L::kRows, CS = L::kEpiStride;
+      for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
+        int b, tm, tn, split;
+        decode(u, b, tm, tn, split);
+        const bool last = u + gridDim.x >= args.units;
+#pragma unroll 1
+        for (int cw = 0; cw < Config::kConsumers; ++cw) {
+          const float* buf = epi_buffer(cw);
+          const int64_t m0 = int64_t(tm) * BM + int64_t(R) * cw, n0 = int64_t(tn) * WB;
+          const int rows = args.m - m0 < R ? int(args.m - m0) : R, cols = args.n - n0 < WB ? int(args.n - n0) : WB;
+          named_barrier_sync(5 + cw, 128 + kEpiThreads);
+          if (rows == R && cols == WB) {
+#pragma unroll 4
+            for (int idx = et; idx < R * WB; idx += kEpiThreads) {
+              const int r = idx / WB, c = idx % WB;
+              if constexpr (NB == 2) {
+                epilogue(b, m0 + r, n0 + c, buf[r * CS + c], buf[(R + r) * CS + c]);
+              } else {
+                epilogue(b, m0 + r, n0 + c, buf[r * CS + c]);
+              }
+            }
+          } else {
+#pragma unroll 1
+            for (int idx = et; idx < R * WB; idx += kEpiThreads) {
+              const int r = idx / WB, c = idx % WB;
+              if (r >= rows || c >= cols) continue;
+              if constexpr (NB == 2) {
+                epilogue(b, m0 + r, n0 + c, buf[r * CS + c], buf[(R + r) * CS + c]);
+              } else {
+                epilogue(b, m0 + r, n0 + c, buf[r * CS + c]);
+              }
+            }
+          }
+          if (!last) named_barrier_arrive(7 + cw, 128 + kEpiThreads);
+        }
+      }
+    }
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
@@ -218,7 +272,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       KILN_WGMMA_TRACE(2);
     }
   } else {
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<kConsumerRegs>();
     const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
     const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;
@@ -255,11 +309,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                                                 size_t(cw) * L::kEpiBytes);
     // Columns [chunk CN, chunk CN + CN) of the tile whose first element of this warpgroup is
     // (b, m0, n0), from the first CH accumulators of `v` per m64 block and B; then the shift.
-    // SWAP_AB: the buffer holds the chunk transposed and consecutive threads walk its rows (m, the
-    // output's columns), so that the stores stay coalesced.
     auto epilogue_chunk = [&](float(&v)[NA][MI][BN / 2], int b, int64_t m0, int64_t n0, int chunk) {
       const int64_t nc = n0 + int64_t(chunk) * CN;
-      if (!kSwap && EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + WB <= args.n) {
+      if (EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + WB <= args.n) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -288,23 +340,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
               for (int q = 0; q < CN / 8; ++q) {
                 const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
-                if constexpr (kSwap) {
-                  buf[(j * CN + c) * CS + r] = at(v, j, mi, 4 * q + 2 * h);
-                  buf[(j * CN + c + 1) * CS + r] = at(v, j, mi, 4 * q + 2 * h + 1);
-                } else {
-                  *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, 4 * q + 2 * h), at(v, j, mi, 4 * q + 2 * h + 1));
-                }
+                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, 4 * q + 2 * h), at(v, j, mi, 4 * q + 2 * h + 1));
               }
         named_barrier_sync(3 + cw, 128);
-        // Element t of this thread: row-major (its column fixed, rows stepping by 128 / CN) or,
-        // swapped, column-major (its row fixed, columns stepping by 128 / R).
         auto element = [&](int t) {
-          const int idx = tid + 128 * t, r = kSwap ? idx % R : idx / CN, c = kSwap ? idx / R : idx % CN;
-          const int at0 = kSwap ? c * CS + r : r * CS + c, at1 = kSwap ? (CN + c) * CS + r : (R + r) * CS + c;
+          const int idx = tid + 128 * t, r = idx / CN, c = idx % CN;
           if constexpr (NB == 2) {
-            epilogue(b, m0 + r, nc + c, buf[at0], buf[at1]);
+            epilogue(b, m0 + r, nc + c, buf[r * CS + c], buf[(R + r) * CS + c]);
           } else {
-            epilogue(b, m0 + r, nc + c, buf[at0]);
+            epilogue(b, m0 + r, nc + c, buf[r * CS + c]);
           }
         };
         if (m0 + R <= args.m && nc + CN <= args.n) {  // a whole chunk: unrolled, unchecked, one basic block
@@ -324,11 +368,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           // flight together), the rest one at a time; the per-row loads prefetched first. (A call's
           // loads cannot be issued ahead of a bounds test before it: one call per test costs a
           // memory latency each, 20 us on the last tile row of a 1576-row residual GEMM.)
-          // (Swapped: the same with rows and columns exchanged.)
-          constexpr int kStep = kSwap ? 128 / R : 128 / CN;
-          const int64_t left = kSwap ? args.n - nc - tid / R : args.m - m0 - tid / CN;
-          int t_end = left <= 0 ? 0 : left >= int64_t(kStep) * kChunkElements ? kChunkElements : int((left + kStep - 1) / kStep);
-          if (kSwap ? m0 + tid % R >= args.m : nc + tid % CN >= args.n) t_end = 0;
+          constexpr int kRowStep = 128 / CN;
+          const int64_t rows_left = args.m - m0 - tid / CN;
+          int t_end = rows_left <= 0 ? 0 : rows_left >= int64_t(kRowStep) * kChunkElements ? kChunkElements : int((rows_left + kRowStep - 1) / kRowStep);
+          if (nc + tid % CN >= args.n) t_end = 0;
           if constexpr (kPrefetch) {
 #pragma unroll
             for (int t = 0; t < kChunkElements; ++t) {
@@ -381,6 +424,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       for (int ks = ks0; ks < ks1; ++ks) {
         mbar_wait(full(stage), phase);
         if (ks == ks0 && tid == 0 && local < 2) KILN_WGMMA_TRACE(3 + 3 * cw);
+        if (ks == ks0 && tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 0);
         const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
         wgmma_fence();
 #pragma unroll
@@ -413,6 +457,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           for (int e = 0; e < BN / 2; ++e) fence_operand(acc[j][mi][e]);
       if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
       if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
+      if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 1);
 
       if (args.splits > 1) {
         const int64_t slice = args.m * args.n;
@@ -435,9 +480,27 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         continue;
       }
+      if constexpr (kEpiWarps) {  // the tile's sums into the buffer, for the epilogue warps
+        if (local > 0) named_barrier_sync(7 + cw, 128 + kEpiThreads);  // they have read the last one
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int q = 0; q < WB / 8; ++q) {
+                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
+                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(acc, j, mi, 4 * q + 2 * h), at(acc, j, mi, 4 * q + 2 * h + 1));
+              }
+        named_barrier_arrive(5 + cw, 128 + kEpiThreads);
+        if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 2);
+        continue;
+      }
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
 #pragma unroll kChunkUnroll
       for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
+      if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 2);
     }
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
   }
@@ -599,39 +662,25 @@ inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t
 
 namespace detail {
 
-// The epilogue of a SWAP_AB call: the kernel's (m, n) is the output's (n, m). Staged through the
-// kernel's buffer (never called from the accumulators: kReadsRows false), walked so that
-// consecutive threads take consecutive output columns.
-template <typename Epilogue>
-struct SwappedEpilogue {
-  static constexpr int kNumB = 1;
-  static constexpr bool kReadsRows = false, kLong = EpilogueIsLong<Epilogue>::value;
-  Epilogue inner;
-  __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc) const { inner(b, n, m, acc); }
-};
-
 // Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
 // tensor (16-byte aligned base and strides, a unit-stride axis, a batch offset linear in the flat
 // batch index): returns true and the launch's cudaError_t in `result`. Returns false (nothing
-// launched) otherwise. SWAP_AB configurations run the transposed problem (B^T A^T) with the
-// epilogue's (m, n) exchanged, for single products whose A is K-major.
-// The kernel's problem as given (try_gemm_wgmma for SWAP_AB: already transposed).
+// launched) otherwise.
 template <typename T, typename Config, typename Epilogue>
-bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
-                          cudaError_t& result) {
+bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                    cudaError_t& result) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   constexpr int64_t WB = detail::WgmmaLayout<Config, NB>::kOutCols;  // output columns per tile
   static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
-                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 208 || Config::BN == 256),
-                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128, 208 or 256");
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
+                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
   static_assert(!Config::kDualHalves || (NB == 2 && Config::BN % 128 == 0), "WgmmaConfig: DUAL_HALVES for dual products, BN 128 or 256");
-  static_assert(!Config::kSwapAB || (NB == 1 && 128 % detail::WgmmaLayout<Config, NB>::kRows == 0),
-                "WgmmaConfig: SWAP_AB for single products, 64 or 128 tile rows per consumer warpgroup");
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 128,
                 "WgmmaConfig: at most 128 accumulators per consumer thread");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
+  static_assert(!Config::kEpilogueWarps || !Config::kPingPong, "WgmmaConfig: EPILOGUE_WARPS for cooperative tiles");
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
     const int64_t batch = p.batch();
@@ -641,8 +690,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
       bool b_k = p.b[0].stride_k == 1 && (p.n == 1 || p.b[0].stride_mn != 1);
       CUtensorMap ma, mb[2];
       bool a_batched = false, b_batched[2] = {false, false};
-      // (An MN-major B loads boxes of 64 columns: a tile width that is not a multiple of 64 needs a K-major B.)
-      bool ok = (b_k || WB % 64 == 0) && detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
+      bool ok = detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
       for (int j = 0; j < NB && ok; ++j) {
         ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, WB, bf16, batch, b_batched[j], mb[j]);
         if (j == 1 && (b_batched[1] != b_batched[0] || (p.b[1].stride_k == 1) != (p.b[0].stride_k == 1))) ok = false;
@@ -689,22 +737,6 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
     }
   }
   return false;
-}
-
-template <typename T, typename Config, typename Epilogue>
-bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
-                    cudaError_t& result) {
-  if constexpr (Config::kSwapAB) {
-    static_assert(Epilogue::kNumB == 1, "WgmmaConfig: SWAP_AB for single products");
-    const bool a_k = p.a.stride_k == 1 && (p.m == 1 || p.a.stride_mn != 1);
-    if (!a_k || p.num_b != 1) return false;
-    Problem q = p;
-    q.m = p.n, q.n = p.m;
-    q.a = p.b[0], q.b[0] = p.a;
-    return try_gemm_wgmma_tiles<T, Config>(q, SwappedEpilogue<Epilogue>{epilogue}, workspace, workspace_bytes, stream, result);
-  } else {
-    return try_gemm_wgmma_tiles<T, Config>(p, epilogue, workspace, workspace_bytes, stream, result);
-  }
 }
 
 }  // namespace detail
