@@ -9,6 +9,9 @@
 //        -I kernels/gemm bench/gemm/wgmma_probe.cu -o wgmma_probe -lcublas && ./wgmma_probe
 //   ./wgmma_probe ncu  (one launch of the store epilogue at 1576x768x768, for ncu -k regex:wgmma)
 //   ./wgmma_probe small  (checks only, on edge shapes: what compute-sanitizer runs)
+//   ./wgmma_probe m816  (the Pi0.5 prefix shapes, null/store/residual epilogues, then each tile's
+//                        mainloop, epilogue and switch from the per-tile trace: KILN_WGMMA_TILE_TRACE)
+//   ./wgmma_probe ncu816 [0|1]  (one launch, null epilogue, 816x16384x2048: narrow or ping-pong, for ncu)
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 
@@ -83,7 +86,7 @@ struct GateUpEpilogue {
   }
 };
 
-enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128, kCoop128Epi };
+enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128 };
 static const char* config_name(Config c) {
   switch (c) {
     case kPingPong128: return "wgmma<128,128,6,pingpong>";
@@ -91,7 +94,6 @@ static const char* config_name(Config c) {
     case kCoop128x256: return "wgmma<128,256,4>";
     case kDualPingPong64: return "wgmma<64,128,5,pingpong> (dual)";
     case kDualCoop128: return "wgmma<128,128,4> (dual)";
-    case kCoop128Epi: return "wgmma<128,128,4,epilogue warps>";
   }
   return "?";
 }
@@ -114,9 +116,6 @@ static cudaError_t run(Config c, const kg::Problem& p, const E& e) {
       break;
     case kDualCoop128:
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 4>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, nullptr, 0, 0);
-      break;
-    case kCoop128Epi:
-      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 4, 0, 0, 1>, Fallback>(p, e, nullptr, 0, 0);
       break;
   }
   return cudaErrorInvalidValue;
@@ -273,7 +272,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     for (const Case& c : std::vector<Case>{{1000, 640, 520, ""}, {300, 100, 200, ""}, {200, 72, 40, ""}, {1576, 768, 768, ""}, {129, 264, 136, ""}}) {
       Operands o(c);
-      for (Config cfg : {kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128, kCoop128Epi}) {
+      for (Config cfg : {kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128}) {
         const bool dual = cfg == kDualPingPong64 || cfg == kDualCoop128;
         for (int epi : dual ? std::vector<int>{3} : std::vector<int>{0, 1, 2}) {
           const bool ok = o.check(cfg, epi);
@@ -291,9 +290,9 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaDeviceSynchronize());
     return 0;
   }
-  if (argc > 1 && std::strcmp(argv[1], "ncu816") == 0) {  // one launch, null epilogue, 816x16384x2048 (argv[2]: 0 narrow, 1 epilogue warps)
+  if (argc > 1 && std::strcmp(argv[1], "ncu816") == 0) {  // one launch, null epilogue, 816x16384x2048 (argv[2]: 0 narrow, 1 ping-pong)
     Operands o({816, 16384, 2048, "Linear M=816"});
-    o.launch(argc > 2 && argv[2][0] == '1' ? kCoop128Epi : kCoop128, 0);
+    o.launch(argc > 2 && argv[2][0] == '1' ? kPingPong128 : kCoop128, 0);
     CHECK_CUDA(cudaDeviceSynchronize());
     return 0;
   }
@@ -324,7 +323,7 @@ int main(int argc, char** argv) {
     Operands o(c);
     double cc, cw;
     time_cold_warm(timer, cublas(o, is_dual ? 2 : 1), cc, cw);
-    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128Epi, kCoop128x256, kPingPong128}
+    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128x256, kPingPong128}
                                             : std::vector<Config>{kPingPong128, kCoop128, kCoop128x256};
     for (Config cfg : is_dual ? std::vector<Config>{kDualPingPong64, kDualCoop128} : single)
       for (int epi : is_dual ? std::vector<int>{3} : m816 ? std::vector<int>{0, 1, 2} : std::vector<int>{1, 2}) {
@@ -343,7 +342,7 @@ int main(int argc, char** argv) {
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : m816 ? std::vector<Case>{{816, 16384, 2048, ""}} : std::vector<Case>{{1576, 768, 768, ""}, {1576, 3072, 768, ""}}) {
     Operands o(c);
-    for (Config cfg : m816 ? std::vector<Config>{kCoop128, kCoop128Epi} : std::vector<Config>{kCoop128, kPingPong128})
+    for (Config cfg : {kCoop128, kPingPong128})
       for (int epi : m816 ? std::vector<int>{0, 1} : std::vector<int>{1, 2}) {
         if (!o.check(cfg, epi)) {
           ++failures;

@@ -53,15 +53,11 @@ namespace kiln::gemm {
 // DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
 // from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
 // products; else each B has its own BM x BN accumulators.
-// EPILOGUE_WARPS = 1 (cooperative tiles): the consumers hand each tile's sums to the producer
-// warpgroup's three idle warps through shared memory and go on with the next tile at once; those
-// warps run the epilogue functor while the tensor cores work on the next tile.
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int EPILOGUE_WARPS_ = 0>
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kDualHalves = DUAL_HALVES_ != 0;
-  static constexpr bool kEpilogueWarps = EPILOGUE_WARPS_ != 0;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -94,14 +90,11 @@ struct WgmmaLayout {
   // Then one epilogue buffer per consumer warpgroup: its tile rows x kEpiCols fp32 accumulators
   // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks.
   // kEpiCols is the widest of 64, 32, 16, 8 (at most BN) that fits next to the ring; 0: none does.
-  // With EPILOGUE_WARPS each buffer holds the consumer's whole share of the tile (kEpiCols =
-  // kOutCols), which the epilogue warps read while the consumer runs the next tile's mainloop.
   static constexpr int kRows = Config::BM / Config::kConsumersPerTile;
   static constexpr size_t epilogue_bytes(int cols) { return size_t(kNumB) * kRows * (cols + 8) * 4; }
   static constexpr int widest_epilogue_cols() {
-    for (int cols = Config::kEpilogueWarps ? kOutCols : 64; cols >= 8; cols /= 2)
-      if (cols <= kOutCols && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024)
-        return !Config::kEpilogueWarps || cols == kOutCols ? cols : 0;
+    for (int cols = 64; cols >= 8; cols /= 2)
+      if (cols <= kOutCols && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024) return cols;
     return 0;
   }
   static constexpr int kEpiCols = widest_epilogue_cols(), kEpiStride = kEpiCols + 8;
@@ -131,7 +124,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int NB = Epilogue::kNumB;
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
-  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves, kEpiWarps = Config::kEpilogueWarps;
+  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves;
   using L = WgmmaLayout<Config, NB>;
   constexpr int NA = L::kAccB, WB = L::kOutCols, EB = WB / 2;  // accumulator sets, output columns and their accumulators
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
@@ -154,7 +147,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   if (threadIdx.x == 0) KILN_WGMMA_TRACE(1);
 
   // Work unit u -> (batch, tile row, tile column, split), in 32-bit arithmetic when the units fit
-  // (64-bit divisions are emulated: ~0.5 us a tile switch at 816 x 16384 x 2048).
+  // (64-bit divisions are emulated: the tile switch at 816 x 16384 x 2048 went 0.77 -> 0.51 us).
   const int64_t per_batch = int64_t(args.tiles_m) * args.tiles_n;
   auto decode_as = [&](auto u, auto unit, int& b, int& tm, int& tn, int& split) {
     using I = decltype(unit);
@@ -180,61 +173,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     ks1 = ks0 + args.k_steps_per_split < args.k_steps ? ks0 + args.k_steps_per_split : args.k_steps;
   };
 
-  // Per consumer warpgroup cw (EPILOGUE_WARPS): its buffer holds a tile for the epilogue warps
-  // (named barrier 5 + cw: the consumer arrives, the epilogue warps wait), and they have read it
-  // (7 + cw: the epilogue warps arrive, the consumer waits before its next tile's write).
-  constexpr int kEpiThreads = 96;  // warps 1..3 of the producer warpgroup
-  auto epi_buffer = [&](int cw) {
-    return reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S + size_t(cw) * L::kEpiBytes);
-  };
-  // Registers: the producer warpgroup gives up what the consumers take (64K in all); the epilogue
-  // warps need more than a lone producer thread.
-  constexpr int kProducerRegs = kEpiWarps ? 96 : 40, kConsumerRegs = kEpiWarps ? 208 : 232;
-
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
-    setmaxnreg_dec<kProducerRegs>();
-    if (kEpiWarps && threadIdx.x >= 32 && args.splits == 1) {
-      // The epilogue warps: every unit of the CTA in the consumers' order, consumer 0's rows, then
-      // consumer 1's, row-major (consecutive threads, consecutive columns: coalesced stores).
-      const int et = int(threadIdx.x) - 32;
-      constexpr int R = L::kRows, CS = L::kEpiStride;
-      for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
-        int b, tm, tn, split;
-        decode(u, b, tm, tn, split);
-        const bool last = u + gridDim.x >= args.units;
-#pragma unroll 1
-        for (int cw = 0; cw < Config::kConsumers; ++cw) {
-          const float* buf = epi_buffer(cw);
-          const int64_t m0 = int64_t(tm) * BM + int64_t(R) * cw, n0 = int64_t(tn) * WB;
-          const int rows = args.m - m0 < R ? int(args.m - m0) : R, cols = args.n - n0 < WB ? int(args.n - n0) : WB;
-          named_barrier_sync(5 + cw, 128 + kEpiThreads);
-          if (rows == R && cols == WB) {
-#pragma unroll 4
-            for (int idx = et; idx < R * WB; idx += kEpiThreads) {
-              const int r = idx / WB, c = idx % WB;
-              if constexpr (NB == 2) {
-                epilogue(b, m0 + r, n0 + c, buf[r * CS + c], buf[(R + r) * CS + c]);
-              } else {
-                epilogue(b, m0 + r, n0 + c, buf[r * CS + c]);
-              }
-            }
-          } else {
-#pragma unroll 1
-            for (int idx = et; idx < R * WB; idx += kEpiThreads) {
-              const int r = idx / WB, c = idx % WB;
-              if (r >= rows || c >= cols) continue;
-              if constexpr (NB == 2) {
-                epilogue(b, m0 + r, n0 + c, buf[r * CS + c], buf[(R + r) * CS + c]);
-              } else {
-                epilogue(b, m0 + r, n0 + c, buf[r * CS + c]);
-              }
-            }
-          }
-          if (!last) named_barrier_arrive(7 + cw, 128 + kEpiThreads);
-        }
-      }
-    }
+    setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
@@ -272,7 +213,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       KILN_WGMMA_TRACE(2);
     }
   } else {
-    setmaxnreg_inc<kConsumerRegs>();
+    setmaxnreg_inc<232>();
     const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
     const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;
@@ -480,23 +421,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         continue;
       }
-      if constexpr (kEpiWarps) {  // the tile's sums into the buffer, for the epilogue warps
-        if (local > 0) named_barrier_sync(7 + cw, 128 + kEpiThreads);  // they have read the last one
-#pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int q = 0; q < WB / 8; ++q) {
-                const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
-                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(acc, j, mi, 4 * q + 2 * h), at(acc, j, mi, 4 * q + 2 * h + 1));
-              }
-        named_barrier_arrive(5 + cw, 128 + kEpiThreads);
-        if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 2);
-        continue;
-      }
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
 #pragma unroll kChunkUnroll
       for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
@@ -680,7 +604,6 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 128,
                 "WgmmaConfig: at most 128 accumulators per consumer thread");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
-  static_assert(!Config::kEpilogueWarps || !Config::kPingPong, "WgmmaConfig: EPILOGUE_WARPS for cooperative tiles");
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
     const int64_t batch = p.batch();
