@@ -36,6 +36,7 @@ commit=${GEMM_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || ech
   echo "- date: $(date -u '+%F %T UTC')"
   echo "- commit: $commit"
   echo "- command: bench/gemm/run.sh (nvcc -O3 -std=c++17 -gencode arch=compute_$arch,code=sm_$arch -DBENCH_BF16=0/1 -DBENCH_GEMV_ONLY=$gemv_only gemm_bench.cu -lcublas$([ "$arch" = 90a ] && echo ' -DKILN_GEMM_SM90A') -DBENCH_TC_ALL=${GEMM_TC_ALL:-1}; gemm_bench ${GEMM_MODE:-all})"
+  [ "$stage" = run ] && echo "- binaries: built earlier in $build (GEMM_STAGE=run): the nvcc line above holds only if GEMM_ARCH and GEMM_TC_ALL are those of that build"
 } > "$out"
 status=0
 for bf in 0 1; do timeout "${GEMM_TIMEOUT:-150}" "$build/gemm_bench_$bf" "${GEMM_MODE:-all}" "$out" || status=1; done
