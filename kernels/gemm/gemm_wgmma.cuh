@@ -219,6 +219,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc[NA][MI][BN / 2];
+    // The operands' shared-memory descriptors (sm90::smem_desc) for stage 0's first k16 slice, as
+    // their low words: a stage or a k16 slice further is a constant added to the address field
+    // (shared addresses stay below 2^18, so the 14-bit field never carries), and the high word
+    // (SBO 1024, the 128-byte swizzle) is the same for all. No per-wgmma address arithmetic.
+    auto desc_lo = [](uint32_t addr, uint32_t lbo) { return ((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16); };
+    constexpr uint32_t kDescHi = (1024u >> 4) | (1u << 30);
+    uint32_t a_desc0[MI], b_desc0[NA];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) a_desc0[mi] = desc_lo(base + 8192u * uint32_t(row0 + mi), kAk ? 16u : 8192u);
+#pragma unroll
+    for (int j = 0; j < NA; ++j) b_desc0[j] = desc_lo(base + L::kABytes + uint32_t(j) * L::kBBytes, kBk ? 16u : 8192u);
 
     // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of a
     // thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2. at(v, j, mi, e): B
@@ -366,18 +377,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         mbar_wait(full(stage), phase);
         if (ks == ks0 && tid == 0 && local < 2) KILN_WGMMA_TRACE(3 + 3 * cw);
         if (ks == ks0 && tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 0);
-        const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
+        const uint32_t st16 = uint32_t(stage) * (L::kStageBytes >> 4);  // the stage's offset, in 16-byte units
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
           for (int mi = 0; mi < MI; ++mi) {
-            const uint32_t a_addr = st + 8192u * uint32_t(row0 + mi) + (kAk ? 32u : 2048u) * kk;
-            const uint64_t da = kAk ? smem_desc(a_addr, 16, 1024) : smem_desc(a_addr, 8192, 1024);
+            // k16 slice kk: 32 bytes further along a K-major row, 2048 (16 rows of 128) MN-major
+            const uint64_t da = (uint64_t(kDescHi) << 32) | (a_desc0[mi] + st16 + uint32_t(kk) * (kAk ? 2u : 128u));
 #pragma unroll
             for (int j = 0; j < NA; ++j) {
-              const uint32_t b_addr = st + L::kABytes + uint32_t(j) * L::kBBytes + (kBk ? 32u : 2048u) * kk;
-              const uint64_t db = kBk ? smem_desc(b_addr, 16, 1024) : smem_desc(b_addr, 8192, 1024);
+              const uint64_t db = (uint64_t(kDescHi) << 32) | (b_desc0[j] + st16 + uint32_t(kk) * (kBk ? 2u : 128u));
               wgmma<BN, kAk ? 0 : 1, kBk ? 0 : 1, T>(acc[j][mi], da, db, (ks > ks0 || kk > 0) ? 1 : 0);
             }
           }
