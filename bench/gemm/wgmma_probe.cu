@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
                                  {816, 2048, 16384, "Linear M=816"}, {816, 16384, 2048, "Gemma gate*up M=816"},
                                  {4096, 4096, 4096, "4096^3"},      {1000, 640, 520, "edges, odd tile columns"},
                                  {300, 100, 200, "edges, one tile column"}, {1000, 640, 520, "edges gate*up, odd tile columns"}};
-  // ./wgmma_probe m816: the Pi0.5 prefix shapes only, every tile (the SWAP_AB one too) with the null
+  // ./wgmma_probe m816: the Pi0.5 prefix shapes only, every single-product tile with the null
   // epilogue as well (the mainloop and tile switches without the stores), then their traces.
   const std::vector<Case> m816_shapes{{816, 16384, 2048, "Linear M=816"}, {816, 4096, 4096, "Linear M=816"}, {3264, 16384, 2048, "M=4x816"}};
   for (const Case& c : m816 ? m816_shapes : shapes) {

@@ -85,8 +85,13 @@ __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"
 //   K-major (k contiguous, 64 k = 128 bytes a row): SBO = 1024 (8 rows), LBO unused (16).
 //   MN-major (m/n contiguous, 64 per 128-byte row, one row per k): LBO = bytes between 64-wide
 //   m/n chunks, SBO = 1024 (8 k rows).
+// The low word holds the address and LBO, the high word SBO and the swizzle mode: a kernel that
+// steps one tile's descriptors by constant offsets keeps the two words apart (the address field is
+// 14 bits of addr / 16; shared addresses stay below 2^18, so adding an offset never carries).
+__host__ __device__ constexpr uint32_t smem_desc_lo(uint32_t addr, uint32_t lbo) { return ((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16); }
+__host__ __device__ constexpr uint32_t smem_desc_hi(uint32_t sbo) { return (sbo >> 4) | (1u << 30); }
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
+  return (uint64_t(smem_desc_hi(sbo)) << 32) | smem_desc_lo(addr, lbo);
 }
 
 // D(64 x N, fp32) (+)= A(64 x 16) * B(16 x N) from descriptors; kTransA/B = 1: MN-major operand.

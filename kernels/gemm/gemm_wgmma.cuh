@@ -219,17 +219,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     float acc[NA][MI][BN / 2];
-    // The operands' shared-memory descriptors (sm90::smem_desc) for stage 0's first k16 slice, as
-    // their low words: a stage or a k16 slice further is a constant added to the address field
-    // (shared addresses stay below 2^18, so the 14-bit field never carries), and the high word
-    // (SBO 1024, the 128-byte swizzle) is the same for all. No per-wgmma address arithmetic.
-    auto desc_lo = [](uint32_t addr, uint32_t lbo) { return ((addr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16); };
-    constexpr uint32_t kDescHi = (1024u >> 4) | (1u << 30);
+    // The operands' shared-memory descriptors for stage 0's first k16 slice, as their low words
+    // (sm90::smem_desc_lo): a stage or a k16 slice further is a constant added to them, and the high
+    // word (SBO 1024) is the same for all. No per-wgmma address arithmetic.
+    constexpr uint32_t kDescHi = smem_desc_hi(1024);
     uint32_t a_desc0[MI], b_desc0[NA];
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) a_desc0[mi] = desc_lo(base + 8192u * uint32_t(row0 + mi), kAk ? 16u : 8192u);
+    for (int mi = 0; mi < MI; ++mi) a_desc0[mi] = smem_desc_lo(base + 8192u * uint32_t(row0 + mi), kAk ? 16u : 8192u);
 #pragma unroll
-    for (int j = 0; j < NA; ++j) b_desc0[j] = desc_lo(base + L::kABytes + uint32_t(j) * L::kBBytes, kBk ? 16u : 8192u);
+    for (int j = 0; j < NA; ++j) b_desc0[j] = smem_desc_lo(base + L::kABytes + uint32_t(j) * L::kBBytes, kBk ? 16u : 8192u);
 
     // Accumulator layout of wgmma m64nN (per warp as mma.sync's C fragment): element 4i + e of a
     // thread is row 16 warp + lane/4 + 8 (e/2), column 8i + 2 (lane%4) + e%2. at(v, j, mi, e): B

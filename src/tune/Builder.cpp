@@ -196,12 +196,8 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     stems[i] = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(sources[i])))).string();
     const std::string source = stems[i] + (cuda ? ".cu" : ".cpp");
     std::ofstream(source) << sources[i];
-    codegen::BuildOptions options;
-    options.target = request.target;
-    options.archs = {request.arch};
-    options.include_dir = include_dir;
+    codegen::BuildOptions options = unit_options;
     options.log_path = stems[i] + ".log";
-    options.compile_only = true;
     options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
     try {
       codegen::build_shared_library({source}, stems[i] + ".o", options);
@@ -239,10 +235,8 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       }
       inputs.push_back(unit_object.at(u));
     }
-    codegen::BuildOptions options;
-    options.target = request.target;
-    options.archs = {request.arch};
-    options.include_dir = include_dir;
+    codegen::BuildOptions options = unit_options;
+    options.compile_only = false;
     options.log_path = stems[i] + ".link.log";
     if (!cuda) options.extra_flags = cpu_flags(b.knobs);
     try {
