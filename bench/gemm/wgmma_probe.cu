@@ -86,12 +86,11 @@ struct GateUpEpilogue {
   }
 };
 
-enum Config { kPingPong128, kCoop128, kCoop128Overlap4, kCoop128x256, kDualPingPong64, kDualCoop128 };
+enum Config { kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128 };
 static const char* config_name(Config c) {
   switch (c) {
     case kPingPong128: return "wgmma<128,128,6,pingpong>";
     case kCoop128: return "wgmma<128,128,6>";
-    case kCoop128Overlap4: return "wgmma<128,128,6,overlap 4>";
     case kCoop128x256: return "wgmma<128,256,4>";
     case kDualPingPong64: return "wgmma<64,128,5,pingpong> (dual)";
     case kDualCoop128: return "wgmma<128,128,4> (dual)";
@@ -107,9 +106,6 @@ static cudaError_t run(Config c, const kg::Problem& p, const E& e) {
       break;
     case kCoop128:
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 6>, Fallback>(p, e, nullptr, 0, 0);
-      break;
-    case kCoop128Overlap4:
-      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 128, 6, 0, 0, 4>, Fallback>(p, e, nullptr, 0, 0);
       break;
 
     case kCoop128x256:
@@ -276,7 +272,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     for (const Case& c : std::vector<Case>{{1000, 640, 520, ""}, {300, 100, 200, ""}, {200, 72, 40, ""}, {1576, 768, 768, ""}, {129, 264, 136, ""}}) {
       Operands o(c);
-      for (Config cfg : {kPingPong128, kCoop128, kCoop128Overlap4, kCoop128x256, kDualPingPong64, kDualCoop128}) {
+      for (Config cfg : {kPingPong128, kCoop128, kCoop128x256, kDualPingPong64, kDualCoop128}) {
         const bool dual = cfg == kDualPingPong64 || cfg == kDualCoop128;
         for (int epi : dual ? std::vector<int>{3} : std::vector<int>{0, 1, 2}) {
           const bool ok = o.check(cfg, epi);
@@ -327,7 +323,7 @@ int main(int argc, char** argv) {
     Operands o(c);
     double cc, cw;
     time_cold_warm(timer, cublas(o, is_dual ? 2 : 1), cc, cw);
-    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128Overlap4, kCoop128x256, kPingPong128}
+    const std::vector<Config> single = m816 ? std::vector<Config>{kCoop128, kCoop128x256, kPingPong128}
                                             : std::vector<Config>{kPingPong128, kCoop128, kCoop128x256};
     for (Config cfg : is_dual ? std::vector<Config>{kDualPingPong64, kDualCoop128} : single)
       for (int epi : is_dual ? std::vector<int>{3} : m816 ? std::vector<int>{0, 1, 2} : std::vector<int>{1, 2}) {
@@ -346,7 +342,7 @@ int main(int argc, char** argv) {
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Case& c : m816 ? std::vector<Case>{{816, 16384, 2048, ""}} : std::vector<Case>{{1576, 768, 768, ""}, {1576, 3072, 768, ""}}) {
     Operands o(c);
-    for (Config cfg : {kCoop128, kCoop128Overlap4, kPingPong128})
+    for (Config cfg : {kCoop128, kPingPong128})
       for (int epi : m816 ? std::vector<int>{0, 1} : std::vector<int>{1, 2}) {
         if (!o.check(cfg, epi)) {
           ++failures;

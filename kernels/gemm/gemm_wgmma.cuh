@@ -53,16 +53,11 @@ namespace kiln::gemm {
 // DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
 // from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
 // products; else each B has its own BM x BN accumulators.
-// OVERLAP = P > 0 (cooperative tiles only): each consumer thread holds a second set of
-// accumulators, and before a tile's epilogue it issues the next tile's first P k-steps into that
-// set, so that the tensor cores run them while the epilogue does (their partial sums are added to
-// the tile's own set when its mainloop ends).
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int OVERLAP_ = 0>
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kDualHalves = DUAL_HALVES_ != 0;
-  static constexpr int kOverlap = OVERLAP_;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -223,8 +218,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;
     uint32_t phase = 0;
-    constexpr int P = Config::kOverlap;
-    float acc[P > 0 ? 2 : 1][NA][MI][BN / 2];  // [1]: the next tile's first P k-steps (OVERLAP)
+    float acc[NA][MI][BN / 2];
     // The operands' shared-memory descriptors for stage 0's first k16 slice, as their low words
     // (sm90::smem_desc_lo): a stage or a k16 slice further is a constant added to them, and the high
     // word (SBO 1024) is the same for all. No per-wgmma address arithmetic.
@@ -254,11 +248,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     // (consecutive threads, consecutive columns: coalesced stores and loads), a per-row reader
     // with prefetch() having the chunk's loads prefetched before its calls. A long functor runs
     // in a rolled loop over the chunks (straight-line code for every accumulator overflows the
-    // instruction cache), except with OVERLAP; after each chunk the accumulators shift down by one
-    // chunk, since registers cannot be indexed at run time.
+    // instruction cache); after each chunk the accumulators shift down by one chunk, since
+    // registers cannot be indexed at run time.
     constexpr int CN = L::kEpiCols, CS = L::kEpiStride, CH = CN / 2;  // CH: per m64 block and B
     constexpr int kChunks = WB / CN;
-    constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value && P == 0 ? 1 : kChunks;  // OVERLAP: unrolled (no shift)
+    constexpr int kChunkUnroll = EpilogueIsLong<Epilogue>::value ? 1 : kChunks;
     constexpr int kChunkElements = R * CN / 128;  // per thread and chunk
     constexpr int kEdgeBlock = EpilogueIsLong<Epilogue>::value || kChunkElements < 4 ? 1 : 4;
     float* const buf = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)) + S * L::kStageBytes + 16 * S +
@@ -267,12 +261,6 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     // (b, m0, n0), from the first CH accumulators of `v` per m64 block and B; then the shift.
     auto epilogue_chunk = [&](float(&v)[NA][MI][BN / 2], int b, int64_t m0, int64_t n0, int chunk) {
       const int64_t nc = n0 + int64_t(chunk) * CN;
-      // The chunk's first accumulator. OVERLAP: the chunks are unrolled, so the chunk is a constant
-      // and the registers are read in place (ptxas serialises the wgmmas in flight if an
-      // accumulator register is written here); else the accumulators shift down after each chunk
-      // (fewer registers live: unrolled, that is only renaming).
-      constexpr bool kInPlace = P > 0;
-      const int off = kInPlace ? chunk * CH : 0;
       if (EpilogueReadsRows<Epilogue>::value && !kPrefetch && m0 + R <= args.m && n0 + WB <= args.n) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
@@ -285,9 +273,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
               for (int c = 0; c < 2; ++c) {
                 const int64_t n = nc + 8 * q + 2 * (lane % 4) + c;
                 if constexpr (NB == 2) {
-                  epilogue(b, m, n, at(v, 0, mi, off + 4 * q + 2 * h + c), at(v, 1, mi, off + 4 * q + 2 * h + c));
+                  epilogue(b, m, n, at(v, 0, mi, 4 * q + 2 * h + c), at(v, 1, mi, 4 * q + 2 * h + c));
                 } else {
-                  epilogue(b, m, n, at(v, 0, mi, off + 4 * q + 2 * h + c));
+                  epilogue(b, m, n, at(v, 0, mi, 4 * q + 2 * h + c));
                 }
               }
           }
@@ -302,7 +290,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #pragma unroll
               for (int q = 0; q < CN / 8; ++q) {
                 const int r = 64 * mi + 16 * warp + lane / 4 + 8 * h, c = 8 * q + 2 * (lane % 4);
-                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, off + 4 * q + 2 * h), at(v, j, mi, off + 4 * q + 2 * h + 1));
+                *reinterpret_cast<float2*>(buf + (j * R + r) * CS + c) = make_float2(at(v, j, mi, 4 * q + 2 * h), at(v, j, mi, 4 * q + 2 * h + 1));
               }
         named_barrier_sync(3 + cw, 128);
         auto element = [&](int t) {
@@ -358,47 +346,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           }
         }
       }
-      if constexpr (!kInPlace) {
 #pragma unroll
-        for (int j = 0; j < NB; ++j)
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int e = 0; e + CH < EB; ++e) at(v, j, mi, e) = at(v, j, mi, e + CH);
-      }
-    };
-
-    // One k-step (the stage's wgmmas) into the accumulator set `v`, adding to it or not.
-    auto issue = [&](float(&v)[NA][MI][BN / 2], bool accumulate) {
-      mbar_wait(full(stage), phase);
-      const uint32_t st16 = uint32_t(stage) * (L::kStageBytes >> 4);  // the stage's offset, in 16-byte units
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          // k16 slice kk: 32 bytes further along a K-major row, 2048 (16 rows of 128) MN-major
-          const uint64_t da = (uint64_t(kDescHi) << 32) | (a_desc0[mi] + st16 + uint32_t(kk) * (kAk ? 2u : 128u));
-#pragma unroll
-          for (int j = 0; j < NA; ++j) {
-            const uint64_t db = (uint64_t(kDescHi) << 32) | (b_desc0[j] + st16 + uint32_t(kk) * (kBk ? 2u : 128u));
-            wgmma<BN, kAk ? 0 : 1, kBk ? 0 : 1, T>(v[j][mi], da, db, (accumulate || kk > 0) ? 1 : 0);
-          }
-        }
-      }
-      wgmma_commit();
-      if (++stage == S) stage = 0, phase ^= 1u;
-    };
-    auto fence_all = [&](float(&v)[NA][MI][BN / 2]) {
-#pragma unroll
-      for (int j = 0; j < NA; ++j)
+      for (int j = 0; j < NB; ++j)
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int e = 0; e < BN / 2; ++e) fence_operand(v[j][mi][e]);
+          for (int e = 0; e + CH < EB; ++e) at(v, j, mi, e) = at(v, j, mi, e + CH);
     };
 
-    int pre = 0;        // OVERLAP: k-steps of this unit already issued into acc[1]
     int64_t local = 0;  // the CTA's units in order; ping-pong: warpgroup cw takes those with local % 2 == cw
     for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x, ++local) {
       int b, tm, tn, split, ks0, ks1;
@@ -416,88 +371,67 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       // the one before, so no warpgroup may wait on a stage two phases ahead.)
       if (kPingPong && local > 0) named_barrier_sync(1 + cw, 256);
       int prev = -1;
-      for (int ks = ks0 + pre; ks < ks1; ++ks) {
-        const int current = stage;
-        issue(acc[0], ks > ks0 + pre);
-        if (ks == ks0 + pre && tid == 0 && local < 2) KILN_WGMMA_TRACE(3 + 3 * cw);
-        if (ks == ks0 + pre && tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 0);
+      for (int ks = ks0; ks < ks1; ++ks) {
+        mbar_wait(full(stage), phase);
+        if (ks == ks0 && tid == 0 && local < 2) KILN_WGMMA_TRACE(3 + 3 * cw);
+        if (ks == ks0 && tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 0);
+        const uint32_t st16 = uint32_t(stage) * (L::kStageBytes >> 4);  // the stage's offset, in 16-byte units
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) {
+            // k16 slice kk: 32 bytes further along a K-major row, 2048 (16 rows of 128) MN-major
+            const uint64_t da = (uint64_t(kDescHi) << 32) | (a_desc0[mi] + st16 + uint32_t(kk) * (kAk ? 2u : 128u));
+#pragma unroll
+            for (int j = 0; j < NA; ++j) {
+              const uint64_t db = (uint64_t(kDescHi) << 32) | (b_desc0[j] + st16 + uint32_t(kk) * (kBk ? 2u : 128u));
+              wgmma<BN, kAk ? 0 : 1, kBk ? 0 : 1, T>(acc[j][mi], da, db, (ks > ks0 || kk > 0) ? 1 : 0);
+            }
+          }
+        }
+        wgmma_commit();
         wgmma_wait<1>();  // the previous stage's wgmmas are done: release it
         if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
-        prev = current;
+        prev = stage;
+        if (++stage == S) stage = 0, phase ^= 1u;
       }
       if (kPingPong) named_barrier_arrive(2 - cw, 256);  // the other warpgroup's turn
       wgmma_wait<0>();
-      fence_all(acc[0]);
+#pragma unroll
+      for (int j = 0; j < NA; ++j)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) fence_operand(acc[j][mi][e]);
       if (prev >= 0 && tid == 0) mbar_arrive(empty(prev));
-      if constexpr (P > 0) {
-        if (pre > 0) {  // the k-steps issued during the last epilogue, into this tile's sums
-          const bool own = ks1 - ks0 > pre;  // acc[0] holds this tile's later k-steps
-#pragma unroll
-          for (int j = 0; j < NA; ++j)
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-              for (int e = 0; e < BN / 2; ++e) acc[0][j][mi][e] = own ? acc[0][j][mi][e] + acc[1][j][mi][e] : acc[1][j][mi][e];
-        }
-      }
       if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
       if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 1);
 
-      // The tile's sums out: split-K partials to the workspace, or the epilogue.
-      auto output = [&] {
-        if (args.splits > 1) {
-          const int64_t slice = args.m * args.n;
+      if (args.splits > 1) {
+        const int64_t slice = args.m * args.n;
 #pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
-              if (m >= args.m) continue;
+          for (int h = 0; h < 2; ++h) {
+            const int64_t m = int64_t(tm) * BM + 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
+            if (m >= args.m) continue;
 #pragma unroll
-              for (int i = 0; i < WB / 8; ++i)
+            for (int i = 0; i < WB / 8; ++i)
 #pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                  const int64_t n = int64_t(tn) * WB + 8 * i + 2 * (lane % 4) + c;
-                  if (n >= args.n) continue;
+              for (int c = 0; c < 2; ++c) {
+                const int64_t n = int64_t(tn) * WB + 8 * i + 2 * (lane % 4) + c;
+                if (n >= args.n) continue;
 #pragma unroll
-                  for (int j = 0; j < NB; ++j)
-                    __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, at(acc[0], j, mi, 4 * i + 2 * h + c));
-                }
-            }
-          return;
-        }
-        const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
-#pragma unroll kChunkUnroll
-        for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc[0], b, m0, n0, chunk);
-      };
-      // OVERLAP: the next unit's first P k-steps, into acc[1], run on the tensor cores during this
-      // epilogue; waited for after it, so that both paths reach the next unit with no wgmma in
-      // flight (ptxas serialises wgmmas whose registers are in flight on one path into a join).
-      if constexpr (P > 0) {
-        bool ahead = false;
-        if (u + gridDim.x < args.units) {
-          int nb, ntm, ntn, nsplit, nks0, nks1;
-          decode(u + gridDim.x, nb, ntm, ntn, nsplit);
-          k_range(nsplit, nks0, nks1);
-          ahead = nks1 - nks0 >= P;
-        }
-        if (ahead) {
-#pragma unroll
-          for (int i = 0; i < P; ++i) issue(acc[1], i > 0);
-          output();
-          wgmma_wait<0>();
-          fence_all(acc[1]);
-#pragma unroll
-          for (int i = P; i > 0; --i)  // the P stages before `stage`
-            if (tid == 0) mbar_arrive(empty(stage - i >= 0 ? stage - i : stage - i + S));
-          pre = P;
-        } else {
-          output();
-          pre = 0;
-        }
-      } else {
-        output();
+                for (int j = 0; j < NB; ++j)
+                  __stcg(args.partial + (int64_t(split) * NB + j) * slice + m * args.n + n, at(acc, j, mi, 4 * i + 2 * h + c));
+              }
+          }
+        continue;
       }
+      const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
+#pragma unroll kChunkUnroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
       if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 2);
     }
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
@@ -678,10 +612,6 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 128,
                 "WgmmaConfig: at most 128 accumulators per consumer thread");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
-  static_assert(Config::kOverlap == 0 ||
-                    (!Config::kPingPong && Config::kOverlap < Config::STAGES &&
-                     Config::BM / 128 * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 64),
-                "WgmmaConfig: OVERLAP for cooperative tiles, fewer k-steps than stages, at most 64 accumulators per set");
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
     const int64_t batch = p.batch();
