@@ -32,6 +32,7 @@
 #include "FuseRowStages.h"
 #include "InterchangeReductions.h"
 #include "ReciprocalDivisors.h"
+#include "RowResultsInRegisters.h"
 #include "SplitColumnReduction.h"
 #include "TemplateAttention.h"
 #include "TemplateContraction.h"
@@ -363,6 +364,10 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   if (schedule.cache_row_bytes > 0) {
     body = cache_row_reads(body, schedule.cache_row_bytes);
     log_ir("cache row reads", body);
+  }
+  if (schedule.fuse_row_stages) {
+    body = row_results_in_registers(body, temporaries);
+    log_ir("row results in registers", body);
   }
   if (schedule.reciprocal_divisors) {
     body = reciprocal_divisors(body);

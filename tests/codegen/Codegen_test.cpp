@@ -211,6 +211,13 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   for (size_t at = cuda.find("&x["); at != std::string::npos; at = cuda.find("&x[", at + 1)) ++global_reads;
   EXPECT_EQ(global_reads, 1u) << cuda;
   EXPECT_NE(cuda.find("kiln::exp_via_exp2("), std::string::npos) << cuda;
+  // The row's max and sum stay in each thread (lower/RowResultsInRegisters): no global temporary,
+  // no store by thread 0 to read back, no workspace.
+  EXPECT_NE(cuda.find("row_max_value[0L] = row_max_acc[0L];"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("row_sum_value[0L] = row_sum_acc[0L];"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("row_max["), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("if ((tx == 0L))"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("plan_arena("), std::string::npos) << cuda;
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes
