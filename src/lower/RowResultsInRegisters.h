@@ -14,7 +14,8 @@
 // (it is removed from `temporaries`). Per row and result: no global store, no global load in each
 // later stage, no latency of that round trip on the row's critical path. A temporary is replaced
 // only when that guarded store is its only store, every load of it reads the stored index, and
-// all of them come in statements of the same row body after the store's.
+// all of them come in statements of the same row body after the store's; and not in blocks of
+// 1024 threads, where the registers it keeps live can halve the blocks an SM holds.
 #include <vector>
 
 #include "kiln/ir/IR.h"

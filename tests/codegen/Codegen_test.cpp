@@ -44,17 +44,17 @@ Functions elementwise_chain(DType dtype) {
   return {{x, b}, {y}};
 }
 
-// Softmax over rows of 96: max, sum of exp, normalize.
-Functions row_softmax() {
+// Softmax over rows of `cols` (96 unless given): max, sum of exp, normalize.
+Functions row_softmax(int64_t cols = 96) {
   Expr rows = var("rows");
-  te::Tensor x = te::placeholder("x", DType::Float32, {rows, 96});
-  IterVar r = te::reduce_axis(96, "r");
+  te::Tensor x = te::placeholder("x", DType::Float32, {rows, cols});
+  IterVar r = te::reduce_axis(cols, "r");
   te::Tensor m = te::compute("row_max", {rows, 1}, [&](const std::vector<Expr>& i) { return te::max_reduce(x({i[0], r.var}), {r}); }, "node 'sm' (Softmax)");
-  IterVar r2 = te::reduce_axis(96, "r2");
+  IterVar r2 = te::reduce_axis(cols, "r2");
   te::Tensor s = te::compute("row_sum", {rows, 1}, [&](const std::vector<Expr>& i) {
     return te::sum(call(Intrinsic::Exp, x({i[0], r2.var}) - m({i[0], Expr(0)})), {r2});
   }, "node 'sm' (Softmax)");
-  te::Tensor y = te::compute("y", {rows, 96}, [&](const std::vector<Expr>& i) {
+  te::Tensor y = te::compute("y", {rows, cols}, [&](const std::vector<Expr>& i) {
     return call(Intrinsic::Exp, x(i) - m({i[0], Expr(0)})) / s({i[0], Expr(0)});
   }, "node 'sm' (Softmax)");
   return {{x}, {y}};
@@ -218,6 +218,12 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   EXPECT_EQ(cuda.find("row_max["), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("if ((tx == 0L))"), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("plan_arena("), std::string::npos) << cuda;
+  // Not in blocks of 1024 threads (rows over 16384 elements), where two blocks fit an SM only
+  // within 32 registers a thread: there thread 0 still stores the results for the others.
+  const std::string wide = codegen::generate_module({lower_functions("softmax", row_softmax(32768), true)}, codegen::Target::Cuda);
+  EXPECT_NE(wide.find("__launch_bounds__(1024)"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("row_max["), std::string::npos) << wide;
+  EXPECT_EQ(wide.find("row_max_value"), std::string::npos) << wide;
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes
