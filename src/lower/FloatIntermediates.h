@@ -10,9 +10,9 @@
 // tell an op's rounding from a model's own Cast nodes: a Cast to float16 whose result is at once
 // cast back to float32 (an explicit rounding step) is dropped too.
 // Under the same option, Erf of such a chain (a float32 erf of an expression that reads a
-// float16/bfloat16 value) becomes a shorter formula, absolute error about 2e-7 (GELU's erf: half
-// the instructions of LayerNorm+GELU's row went to erff), which its float16/bfloat16 result does
-// not resolve; a float32 model's Erf keeps erff.
+// float16/bfloat16 value) becomes a shorter formula, absolute error about 2e-7 (erff was the
+// largest part of an erf-GELU element's instructions), which its float16/bfloat16 result does not
+// resolve; a float32 model's Erf keeps erff.
 #include "kiln/ir/IR.h"
 
 namespace kiln {
