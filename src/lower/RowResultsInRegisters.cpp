@@ -21,10 +21,10 @@ struct GuardedResult {
   const IfThenElse* guard;
   Buffer global, acc;
   Expr index;
-  int64_t threads = 0;  // the thread loop's extent (0: not a constant)
+  int64_t threads;  // the thread loop's extent (0: not a constant)
 };
 
-std::optional<GuardedResult> as_guarded_result(const Stmt& allreduce, const Stmt& next, const Expr& thread_var) {
+std::optional<GuardedResult> as_guarded_result(const Stmt& allreduce, const Stmt& next, const Expr& thread_var, int64_t threads) {
   const Store* reduced = allreduce.as<Store>();
   const Call* call = reduced ? reduced->value.as<Call>() : nullptr;
   if (!call || call->op != Intrinsic::BlockAllReduce || !is_zero(reduced->index)) return std::nullopt;
@@ -37,7 +37,7 @@ std::optional<GuardedResult> as_guarded_result(const Stmt& allreduce, const Stmt
   if (!value || value->buffer.get() != reduced->buffer.get() || !is_zero(value->index) ||
       store->buffer->scope != MemoryScope::Global || store->value.type().lanes != 1)
     return std::nullopt;
-  return GuardedResult{guard, store->buffer, reduced->buffer, store->index, 0};
+  return GuardedResult{guard, store->buffer, reduced->buffer, store->index, threads};
 }
 
 // The guarded result stores of a row body's thread loops, by global buffer, with the position (in
@@ -57,10 +57,7 @@ class FindResults : public IRVisitor {
   }
   void visit(const Seq* op) override {
     for (size_t i = 0; i + 1 < op->stmts.size() && thread_var_.defined(); ++i) {
-      if (auto r = as_guarded_result(op->stmts[i], op->stmts[i + 1], thread_var_)) {
-        r->threads = threads_;
-        results.emplace(r->global.get(), std::make_pair(*r, position));
-      }
+      if (auto r = as_guarded_result(op->stmts[i], op->stmts[i + 1], thread_var_, threads_)) results.emplace(r->global.get(), std::make_pair(*r, position));
     }
     IRVisitor::visit(op);
   }
@@ -145,21 +142,22 @@ class RowBodies : public IRMutator {
     for (const auto& [buffer, r] : found.results)
       if (temporaries_.count(buffer) && r.first.threads > 0 && r.first.threads < 1024) candidates.insert(buffer);
     if (candidates.empty()) return self;
-    // The whole function's accesses (another kernel may read the temporary), and this row body's
-    // statements after the store.
+    // The whole function's accesses (another kernel may read the temporary), and each statement's
+    // of this row body.
     Accesses everywhere(candidates);
     everywhere.visit(whole_);
+    std::vector<Accesses> in_stmt;
+    for (const Stmt& st : seq->stmts) {
+      in_stmt.emplace_back(candidates);
+      in_stmt.back().visit(st);
+    }
     KeepInRegisters keep;
     std::vector<Buffer> values;
     for (const BufferNode* buffer : candidates) {
       const auto& [r, position] = found.results.at(buffer);
       if (everywhere.stores[buffer] != 1) continue;
       size_t later = 0;
-      for (size_t i = position + 1; i < seq->stmts.size(); ++i) {
-        Accesses here(candidates);
-        here.visit(seq->stmts[i]);
-        later += here.loads[buffer].size();
-      }
+      for (size_t i = position + 1; i < seq->stmts.size(); ++i) later += in_stmt[i].loads[buffer].size();
       const std::vector<Expr>& all = everywhere.loads[buffer];
       const bool same_index = std::all_of(all.begin(), all.end(), [&](const Expr& i) { return structurally_equal(i, r.index); });
       if (all.empty() || later != all.size() || !same_index) continue;
