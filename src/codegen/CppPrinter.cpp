@@ -18,6 +18,7 @@ std::string CppPrinter::math_function(Intrinsic op, bool /*single*/) {
   // std:: overloads pick the float or double version from the argument.
   switch (op) {
     case Intrinsic::Exp: return "std::exp";
+    case Intrinsic::Exp2: return "std::exp2";
     case Intrinsic::Log: return "std::log";
     case Intrinsic::Sqrt: return "std::sqrt";
     case Intrinsic::Rsqrt: return "kiln::rsqrt_";

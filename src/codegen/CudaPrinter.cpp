@@ -91,7 +91,8 @@ std::string CudaPrinter::math_function(Intrinsic op, bool single) {
     const char* dbl;
   };
   static const Entry kTable[] = {
-      {Intrinsic::Exp, "kiln::exp_via_exp2", "exp"},  {Intrinsic::Log, "logf", "log"},
+      {Intrinsic::Exp, "kiln::exp_via_exp2", "exp"},  {Intrinsic::Exp2, "kiln::exp2_unit", "exp2"},
+      {Intrinsic::Log, "logf", "log"},
       {Intrinsic::Sqrt, "sqrtf", "sqrt"},    {Intrinsic::Rsqrt, "rsqrtf", "rsqrt"},
       {Intrinsic::Sin, "sinf", "sin"},       {Intrinsic::Cos, "cosf", "cos"},
       {Intrinsic::Tan, "tanf", "tan"},       {Intrinsic::Asin, "asinf", "asin"},

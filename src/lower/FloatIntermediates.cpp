@@ -1,5 +1,8 @@
 #include "FloatIntermediates.h"
 
+#include <cmath>
+#include <utility>
+
 #include "kiln/ir/IRMutator.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRVisitor.h"
@@ -39,30 +42,58 @@ class ReadsHalf : public IRVisitor {
   }
 };
 
-// erf(u) = sign(u) (1 - exp(q(min(|u|, 3.92)))), q(t) = t (c1 + c2 t + ... + c8 t^7) a weighted
-// least-squares fit of ln(erfc(t)) on [0, 3.92] (weight erfc(t), so that erf's absolute error is
-// what it bounds; beyond 3.92 erf is 1 in float32). Absolute error about 1.1e-7 in float32 with an
-// exact exp (2e-7 with the GPU's exp2 unit), so about 2e-7 relative to 1 + erf(u), the GELU factor;
-// near u = 0 the relative error of erf itself grows (4.7e-4 at u = 1e-4), which a float16/bfloat16
-// result does not resolve. 15 instructions where erff spends about 30 (two polynomials selected
-// coefficient by coefficient, and a branch). The clamp is a select, so that NaN stays NaN.
-Expr short_erf(const Expr& x, int id) {
-  static const double kCoefficients[] = {-1.128381014e+00, -6.365880370e-01, -1.029631793e-01, 1.967598684e-02,
-                                         -6.389969494e-04, -9.716372006e-04, 2.905316942e-04, -2.927422611e-05};
+// erf(u) = sign(u) (1 - erfc(t)), t = min(|u|, 3.92), erfc(t) = exp(t q(t)) with q(t) = c1 + c2 t + ...
+// + c8 t^7 a weighted least-squares fit of ln(erfc(t)) on [0, 3.92] (weight erfc(t), so that erf's
+// absolute error is what it bounds; beyond 3.92 erf is 1 in float32). Absolute error about 1.1e-7
+// in float32 with an exact exp (2e-7 with the GPU's exp2 unit), so about 2e-7 relative to 1 +
+// erf(u), the GELU factor; near u = 0 the relative error of erf itself grows (4.7e-4 at u =
+// 1e-4), which a float16/bfloat16 result does not resolve. The clamp is a select, so that NaN
+// stays NaN.
+//
+// What the formula folds, each an instruction an element fewer (LayerNorm+GELU is bound by issued
+// instructions, bench/tune/NOTES.md): log2(e) into the coefficients, so that erfc is one exp2
+// (Intrinsic::Exp2: the exp2 unit alone; erfc below 2^-126 is 0 to float32's 1 - erfc); an
+// argument u = s v with a constant s > 0 (GELU's x / sqrt(2)), evaluated in v with s in the
+// coefficients and the clamp; and GELU's 1 + erf(u), which is erfc(t) for u < 0 and 2 - erfc(t)
+// else (closer to the exact value for u < 0 than 1 - (1 - erfc(t))).
+const double kLnErfcCoefficients[] = {-1.128381014e+00, -6.365880370e-01, -1.029631793e-01, 1.967598684e-02,
+                                      -6.389969494e-04, -9.716372006e-04, 2.905316942e-04, -2.927422611e-05};
+constexpr double kErfLimit = 3.92;
+
+// `plus_one`: the formula of 1 + erf(x) instead of erf(x).
+Expr short_erf(const Expr& x, bool plus_one, int id) {
   const Type f32(DType::Float32);
+  double scale = 1.0;
+  Expr v = x;
+  if (const Mul* m = x.as<Mul>()) {
+    for (const auto& [value, factor] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
+      const FloatImm* c = factor.as<FloatImm>();
+      if (c && c->value > 0 && std::isfinite(c->value)) {
+        scale = c->value, v = value;
+        break;
+      }
+    }
+  }
   const std::string suffix = std::to_string(id);
-  // Temporaries (Let), so that the argument and the exp are computed once.
-  const Expr u = var("erf_u" + suffix, f32), t = var("erf_t" + suffix, f32), r = var("erf_r" + suffix, f32);
-  const Expr a = call(Intrinsic::Abs, u), limit = FloatImm::make(f32, 3.92);
-  Expr q = FloatImm::make(f32, kCoefficients[7]);
-  for (int i = 6; i >= 0; --i) q = q * t + FloatImm::make(f32, kCoefficients[i]);
-  const Expr sign = select(u < FloatImm::make(f32, 0.0), -r, r);
-  return Let::make(u, x, Let::make(t, select(a > limit, limit, a), Let::make(r, FloatImm::make(f32, 1.0) - call(Intrinsic::Exp, q * t), sign)));
+  // Temporaries (Let), so that the argument and the exp2 are computed once.
+  const Expr u = var("erf_u" + suffix, f32), t = var("erf_t" + suffix, f32), e = var("erf_c" + suffix, f32);
+  const Expr a = call(Intrinsic::Abs, u), limit = FloatImm::make(f32, kErfLimit / scale);
+  // log2(erfc(scale t)) = t (d1 + d2 t + ... + d8 t^7), d_i = c_i scale^i log2(e).
+  auto coefficient = [&](int i) { return FloatImm::make(f32, kLnErfcCoefficients[i] * std::pow(scale, i + 1) * M_LOG2E); };
+  Expr q = coefficient(7);
+  for (int i = 6; i >= 0; --i) q = q * t + coefficient(i);
+  const Expr one = FloatImm::make(f32, 1.0), two = FloatImm::make(f32, 2.0);
+  const Expr negative = u < FloatImm::make(f32, 0.0);
+  const Expr result = plus_one ? select(negative, e, two - e) : select(negative, e - one, one - e);
+  return Let::make(u, v, Let::make(t, select(a > limit, limit, a), Let::make(e, call(Intrinsic::Exp2, q * t), result)));
 }
 
-// Erf of a float16/bfloat16 chain (its result is rounded to float16/bfloat16 where stored) through
-// short_erf.
-class ShortErf : public IRMutator {
+// Erf and Exp of a float16/bfloat16 chain (a float32 call whose argument reads a float16/bfloat16
+// value; its result is rounded to float16/bfloat16 where stored): erf through short_erf, 1 + erf(u)
+// as one formula, exp(u) as the exp2 unit's 2^(u log2(e)) alone (kiln::exp_via_exp2's exp2f adds a
+// scaling on either side of the unit so that results below 2^-126 stay subnormal, three
+// instructions of softmax's seven an element).
+class ShortFormulas : public IRMutator {
  public:
   using IRMutator::mutate;
 
@@ -70,18 +101,33 @@ class ShortErf : public IRMutator {
   Expr visit(const Call* op, const Expr& self) override {
     Expr e = IRMutator::visit(op, self);
     const Call* c = e.as<Call>();
-    if (!c || c->op != Intrinsic::Erf || c->type.dtype != DType::Float32) return e;
-    ReadsHalf reads;
-    reads.visit(c->args[0]);
-    return reads.found ? short_erf(c->args[0], count_++) : e;
+    if (takes_short_form(c, Intrinsic::Erf)) return short_erf(c->args[0], false, count_++);
+    if (takes_short_form(c, Intrinsic::Exp)) return call(Intrinsic::Exp2, c->args[0] * FloatImm::make(c->type, M_LOG2E));
+    return e;
+  }
+
+  Expr visit(const Add* op, const Expr& self) override {
+    for (const auto& [term, other] : {std::pair{op->a, op->b}, std::pair{op->b, op->a}}) {
+      const Call* c = term.as<Call>();
+      const FloatImm* k = other.as<FloatImm>();
+      if (k && k->value == 1.0 && takes_short_form(c, Intrinsic::Erf)) return short_erf(mutate(c->args[0]), true, count_++);
+    }
+    return IRMutator::visit(op, self);
   }
 
  private:
+  static bool takes_short_form(const Call* c, Intrinsic op) {
+    if (!c || c->op != op || c->type.dtype != DType::Float32) return false;
+    ReadsHalf reads;
+    reads.visit(c->args[0]);
+    return reads.found;
+  }
+
   int count_ = 0;
 };
 
 }  // namespace
 
-Stmt float_intermediates(const Stmt& s) { return ShortErf().mutate(DropRoundTrips().mutate(s)); }
+Stmt float_intermediates(const Stmt& s) { return ShortFormulas().mutate(DropRoundTrips().mutate(s)); }
 
 }  // namespace kiln

@@ -118,6 +118,71 @@ TEST(FloatIntermediates, HalfChainErfTakesTheShortFormula) {
   EXPECT_GT(worst, 0.0);  // the formula, not erf itself
 }
 
+// GELU's factor 1 + erf(x / sqrt(2)) of a half chain is one formula: the exp2 of a polynomial in x
+// itself (1 / sqrt(2) folded into its coefficients and clamp), erfc for x < 0 and 2 - erfc else;
+// within 2.5e-7 of the exact value for float16 inputs over [-8, 8], NaN stays NaN.
+TEST(FloatIntermediates, GeluFactorIsOneFormula) {
+  const Type f32(DType::Float32);
+  const double inv_sqrt2 = double(float(M_SQRT1_2));
+  std::vector<double> values;
+  for (double v = -8.0; v <= 8.0; v += 1.0 / 512) values.push_back(v);
+  values.insert(values.end(), {std::nan(""), INFINITY, -INFINITY, 1e-4, -1e-4});
+  const int64_t n = int64_t(values.size());
+  te::Tensor x = te::placeholder("x", DType::Float16, {Expr(n)});
+  te::Tensor y = te::compute("y", x.shape(), [&](const std::vector<Expr>& i) {
+    return call(Intrinsic::Erf, cast(f32, x(i)) * FloatImm::make(f32, inv_sqrt2)) + FloatImm::make(f32, 1.0);
+  });
+  Schedule relaxed;
+  relaxed.float_intermediates = true;
+  const LoweredFunc short_form = lower("gelu_factor", {x}, {y}, relaxed);
+  const std::string text = to_string(short_form.body);
+  EXPECT_EQ(count(text, "erf("), 0) << text;
+  EXPECT_EQ(count(text, "exp2("), 1) << text;
+  EXPECT_EQ(count(text, "0.7071"), 0) << text;  // the scale is in the coefficients
+
+  HostTensor in(DType::Float16, {n});
+  for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
+  const HostTensor out = interpret(short_form, {in}).at(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = in.get_double(i), got = out.get_double(i);
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(got));
+      continue;
+    }
+    EXPECT_NEAR(got, 1.0 + std::erf(v * inv_sqrt2), 2.5e-7) << "x = " << v;
+  }
+}
+
+// Exp of a half chain runs on the exp2 unit: exp2(u log2(e)), within 1e-6 relative of exp over
+// float16 inputs in [-20, 11]; a float32 model's Exp keeps exp.
+TEST(FloatIntermediates, HalfChainExpTakesTheExp2Unit) {
+  const Type f32(DType::Float32);
+  std::vector<double> values;
+  for (double v = -20.0; v <= 11.0; v += 1.0 / 256) values.push_back(v);
+  const int64_t n = int64_t(values.size());
+  for (DType d : {DType::Float16, DType::Float32}) {
+    SCOPED_TRACE(dtype_name(d));
+    te::Tensor x = te::placeholder("x", d, {Expr(n)});
+    te::Tensor y = te::compute("y", x.shape(), [&](const std::vector<Expr>& i) {
+      return call(Intrinsic::Exp, (d == DType::Float32 ? x(i) : cast(f32, x(i))) - FloatImm::make(f32, 0.5));
+    });
+    Schedule relaxed;
+    relaxed.float_intermediates = true;
+    const LoweredFunc f = lower("exp", {x}, {y}, relaxed);
+    const std::string text = to_string(f.body);
+    EXPECT_EQ(count(text, "exp2("), d == DType::Float16 ? 1 : 0) << text;
+    EXPECT_EQ(count(text, "exp("), d == DType::Float16 ? 0 : 1) << text;
+    if (d != DType::Float16) continue;
+    HostTensor in(d, {n});
+    for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
+    const HostTensor out = interpret(f, {in}).at(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const double exact = std::exp(in.get_double(i) - 0.5);
+      EXPECT_NEAR(out.get_double(i), exact, 1e-6 * exact) << "x = " << in.get_double(i);
+    }
+  }
+}
+
 // A float32 model's Erf keeps erf under the option: no half value is read.
 TEST(FloatIntermediates, Float32ErfKeepsErf) {
   te::Tensor x = te::placeholder("x", DType::Float32, {Expr(64)});

@@ -43,6 +43,14 @@ struct is_half_like<__nv_bfloat16> : std::true_type {};
 // well inside float32's conformance tolerance (rtol 1e-4).
 __device__ inline float exp_via_exp2(float x) { return exp2f(x * 1.44269504088896341f); }
 
+// 2^x on the exp2 unit alone (one MUFU.EX2; exp2f adds a scaling on either side of it for results
+// below 2^-126): about 2 ulp, subnormal inputs and results flushed to zero. Intrinsic::Exp2.
+__device__ inline float exp2_unit(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Combiners of the cross-thread reductions (kiln::ir::ReduceKind order: sum, prod, min, max).
 template <int Kind, typename T>
 __device__ inline T combine(T a, T b) {
