@@ -19,6 +19,7 @@ std::string CppPrinter::math_function(Intrinsic op, bool /*single*/) {
   switch (op) {
     case Intrinsic::Exp: return "std::exp";
     case Intrinsic::Exp2: return "std::exp2";
+    case Intrinsic::Rcp: return "kiln::rcp_";
     case Intrinsic::Log: return "std::log";
     case Intrinsic::Sqrt: return "std::sqrt";
     case Intrinsic::Rsqrt: return "kiln::rsqrt_";

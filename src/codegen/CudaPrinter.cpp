@@ -92,6 +92,7 @@ std::string CudaPrinter::math_function(Intrinsic op, bool single) {
   };
   static const Entry kTable[] = {
       {Intrinsic::Exp, "kiln::exp_via_exp2", "exp"},  {Intrinsic::Exp2, "kiln::exp2_unit", "exp2"},
+      {Intrinsic::Rcp, "kiln::rcp_unit", "kiln::rcp_"},
       {Intrinsic::Log, "logf", "log"},
       {Intrinsic::Sqrt, "sqrtf", "sqrt"},    {Intrinsic::Rsqrt, "rsqrtf", "rsqrt"},
       {Intrinsic::Sin, "sinf", "sin"},       {Intrinsic::Cos, "cosf", "cos"},

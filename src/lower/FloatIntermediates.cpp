@@ -60,20 +60,22 @@ const double kLnErfcCoefficients[] = {-1.128381014e+00, -6.365880370e-01, -1.029
                                       -6.389969494e-04, -9.716372006e-04, 2.905316942e-04, -2.927422611e-05};
 constexpr double kErfLimit = 3.92;
 
-// `plus_one`: the formula of 1 + erf(x) instead of erf(x).
-Expr short_erf(const Expr& x, bool plus_one, int id) {
-  const Type f32(DType::Float32);
-  double scale = 1.0;
-  Expr v = x;
+// x as v * scale with a constant scale (finite, nonzero; positive if `positive`) where x is such a
+// product, else (x, 1).
+std::pair<Expr, double> split_scale(const Expr& x, bool positive) {
   if (const Mul* m = x.as<Mul>()) {
     for (const auto& [value, factor] : {std::pair{m->a, m->b}, std::pair{m->b, m->a}}) {
       const FloatImm* c = factor.as<FloatImm>();
-      if (c && c->value > 0 && std::isfinite(c->value)) {
-        scale = c->value, v = value;
-        break;
-      }
+      if (c && std::isfinite(c->value) && (positive ? c->value > 0 : c->value != 0)) return {value, c->value};
     }
   }
+  return {x, 1.0};
+}
+
+// `plus_one`: the formula of 1 + erf(x) instead of erf(x).
+Expr short_erf(const Expr& x, bool plus_one, int id) {
+  const Type f32(DType::Float32);
+  auto [v, scale] = split_scale(x, true);
   const std::string suffix = std::to_string(id);
   // Temporaries (Let), so that the argument and the exp2 are computed once.
   const Expr u = var("erf_u" + suffix, f32), t = var("erf_t" + suffix, f32), e = var("erf_c" + suffix, f32);
@@ -88,11 +90,25 @@ Expr short_erf(const Expr& x, bool plus_one, int id) {
   return Let::make(u, v, Let::make(t, select(a > limit, limit, a), Let::make(e, call(Intrinsic::Exp2, q * t), result)));
 }
 
-// Erf and Exp of a float16/bfloat16 chain (a float32 call whose argument reads a float16/bfloat16
-// value; its result is rounded to float16/bfloat16 where stored): erf through short_erf, 1 + erf(u)
-// as one formula, exp(u) as the exp2 unit's 2^(u log2(e)) alone (kiln::exp_via_exp2's exp2f adds a
-// scaling on either side of the unit so that results below 2^-126 stay subnormal, three
-// instructions of softmax's seven an element).
+// 1 + tanh(u) = 2 / (1 + exp(-2u)), tanh-GELU's factor: one exp2 and one reciprocal on their units
+// (Intrinsic::Exp2, Intrinsic::Rcp) where tanhf spends about 20 instructions and a branch; a
+// constant scale of u (GELU's sqrt(2 / pi)) folded into the exponent's factor. Relative error
+// about 3e-7 of 1 + tanh(u) everywhere, including u -> -inf, where it goes to 0 (not through 1 -
+// 1). Tanh alone keeps tanhf: 2 / (1 + exp(-2u)) - 1 loses tanh's relative precision near 0.
+Expr short_tanh_plus_one(const Expr& x, int id) {
+  const Type f32(DType::Float32);
+  auto [v, scale] = split_scale(x, false);
+  const Expr e = var("tanh_e" + std::to_string(id), f32);
+  const Expr one = FloatImm::make(f32, 1.0), two = FloatImm::make(f32, 2.0);
+  return Let::make(e, call(Intrinsic::Exp2, v * FloatImm::make(f32, -2.0 * scale * M_LOG2E)),
+                   two * call(Intrinsic::Rcp, one + e));
+}
+
+// Erf, Tanh and Exp of a float16/bfloat16 chain (a float32 call whose argument reads a
+// float16/bfloat16 value; its result is rounded to float16/bfloat16 where stored): erf through
+// short_erf, the GELU factors 1 + erf(u) and 1 + tanh(u) as one formula each, exp(u) as the exp2
+// unit's 2^(u log2(e)) alone (kiln::exp_via_exp2's exp2f adds a scaling on either side of the unit
+// so that results below 2^-126 stay subnormal: three of softmax's seven instructions an element).
 class ShortFormulas : public IRMutator {
  public:
   using IRMutator::mutate;
@@ -111,6 +127,7 @@ class ShortFormulas : public IRMutator {
       const Call* c = term.as<Call>();
       const FloatImm* k = other.as<FloatImm>();
       if (k && k->value == 1.0 && takes_short_form(c, Intrinsic::Erf)) return short_erf(mutate(c->args[0]), true, count_++);
+      if (k && k->value == 1.0 && takes_short_form(c, Intrinsic::Tanh)) return short_tanh_plus_one(mutate(c->args[0]), count_++);
     }
     return IRMutator::visit(op, self);
   }

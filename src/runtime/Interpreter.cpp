@@ -244,6 +244,7 @@ class Interpreter {
     switch (c.op) {
       case Intrinsic::Exp: return fl(std::exp(in(0)));
       case Intrinsic::Exp2: return fl(std::exp2(in(0)));
+      case Intrinsic::Rcp: return fl(1.0 / in(0));
       case Intrinsic::Log: return fl(std::log(in(0)));
       case Intrinsic::Sqrt: return fl(std::sqrt(in(0)));
       case Intrinsic::Rsqrt: return fl(1.0 / std::sqrt(in(0)));

@@ -101,6 +101,12 @@ template <typename T>
 KILN_HD inline T rsqrt_(T x) {
   return T(1) / sqrt(x);
 }
+
+// 1 / x (Intrinsic::Rcp where no reciprocal unit is used: the host, and double on the GPU).
+template <typename T>
+KILN_HD inline T rcp_(T x) {
+  return T(1) / x;
+}
 template <typename T>
 KILN_HD inline T fabs_(T x) {
   if constexpr (std::is_floating_point_v<T>) return fabs(x);

@@ -51,6 +51,14 @@ __device__ inline float exp2_unit(float x) {
   return y;
 }
 
+// 1 / x on the reciprocal unit alone (one MUFU.RCP; 1.0f / x adds a correctly rounded refinement
+// and a slow path): about 1 ulp, subnormals flushed to zero. Intrinsic::Rcp.
+__device__ inline float rcp_unit(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Combiners of the cross-thread reductions (kiln::ir::ReduceKind order: sum, prod, min, max).
 template <int Kind, typename T>
 __device__ inline T combine(T a, T b) {
