@@ -164,10 +164,7 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
     blank_line();
     line() << "// kernel " << k << " of " << f.name << ": " << (k < notes.size() ? notes[k] : std::string("(no note)"))
            << "\n";
-    // Blocks per SM the schedule asks for, where that many fit an SM's 2048 threads.
-    const int64_t min_blocks = f.func->min_blocks_per_sm;
-    const std::string bounds = std::to_string(threads) + (min_blocks > 0 && threads * min_blocks <= 2048 ? ", " + std::to_string(min_blocks) : "");
-    open_block("__global__ void __launch_bounds__(" + bounds + ") " + kernel_name(f, k) + "(" +
+    open_block("__global__ void __launch_bounds__(" + std::to_string(threads) + ") " + kernel_name(f, k) + "(" +
                compute_params(f, buffers, stage) + ")");
     stmt(stage);
     close_block();

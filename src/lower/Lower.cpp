@@ -196,7 +196,6 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
                   const std::vector<te::Tensor>& outputs, const Schedule& schedule, const LowerOptions& options) {
   LoweredFunc func;
   func.name = name;
-  func.min_blocks_per_sm = schedule.min_blocks_per_sm;
   std::unordered_map<const te::TensorNode*, Buffer> buffers;
   std::unordered_set<const te::TensorNode*> is_input, is_output;
   for (const te::Tensor& t : inputs) {

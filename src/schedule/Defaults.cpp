@@ -396,7 +396,6 @@ Schedule default_gpu_schedule(const std::vector<te::Tensor>& inputs, const std::
   schedule.reciprocal_divisors = true;
   schedule.float_intermediates = options.float_intermediates;
   schedule.cache_row_bytes = options.row_cache_bytes;
-  schedule.min_blocks_per_sm = options.row_min_blocks;
   std::unordered_set<const te::TensorNode*> is_input;
   for (const te::Tensor& t : inputs) is_input.insert(t.node().get());
   std::vector<te::Tensor> stages;

@@ -15,7 +15,6 @@ namespace {
 
 constexpr int64_t kMaxBlockThreads = 1024;
 constexpr int64_t kRegistersPerSm = 65536;
-constexpr int64_t kMaxSmThreads = 2048;  // resident threads per SM (sm_80 .. sm_110)
 constexpr int64_t kMaxRegistersPerThread = 255;
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 // Registers a row kernel needs besides its cached row slice (indices, accumulators, addresses);
@@ -150,16 +149,11 @@ std::string SearchSpace::illegal_reason(const Candidate& c) const {
   if (row_columns > 0 && c.count("row_threads")) {
     const int64_t row_threads = threads;
     const int64_t slice = (row_columns * widest_input_bytes + row_threads - 1) / row_threads;
-    const int64_t blocks = std::max<int64_t>(1, o.row_min_blocks);
-    if (o.row_min_blocks > 0 && row_threads * o.row_min_blocks > kMaxSmThreads) {
-      return std::to_string(o.row_min_blocks) + " blocks of " + std::to_string(row_threads) + " threads exceed an SM's " +
-             std::to_string(kMaxSmThreads) + " threads";
-    }
     if (slice <= o.row_cache_bytes) {
       const int64_t registers = slice / 4 + kRowKernelBaseRegisters;
-      if (registers > kMaxRegistersPerThread || registers * row_threads * blocks > kRegistersPerSm) {
+      if (registers > kMaxRegistersPerThread || registers * row_threads > kRegistersPerSm) {
         return "row cache of " + std::to_string(slice) + " bytes per thread x " + std::to_string(row_threads) +
-               " threads" + (blocks > 1 ? " x " + std::to_string(blocks) + " blocks" : "") + " exceeds the registers of an SM";
+               " threads exceeds the registers of an SM";
       }
     }
   }
@@ -189,7 +183,6 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
     space.row_columns = row_columns(kernel);
     space.knobs.push_back({"row_threads", {0, 64, 128, 256, 512, 1024}});
     space.knobs.push_back({"row_cache_bytes", {256, 0, 128, 512}});
-    space.knobs.push_back({"row_min_blocks", {0, 2, 4, 8, 10, 12, 16}});
   }
   if (kinds.column) {
     space.knobs.push_back({"column_threads", {32, 64, 128}});
@@ -242,7 +235,6 @@ DefaultScheduleOptions schedule_options(const Candidate& c) {
   set("vector_bytes", o.vector_bytes);
   set("row_threads", o.row_threads);
   set("row_cache_bytes", o.row_cache_bytes);
-  set("row_min_blocks", o.row_min_blocks);
   set("column_threads", o.column_threads);
   set("column_row_threads", o.column_row_threads);
   set("gemv_warps", o.gemv_warps);

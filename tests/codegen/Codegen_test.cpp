@@ -224,16 +224,6 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   EXPECT_NE(wide.find("__launch_bounds__(1024)"), std::string::npos) << wide;
   EXPECT_NE(wide.find("row_max["), std::string::npos) << wide;
   EXPECT_EQ(wide.find("row_max_value"), std::string::npos) << wide;
-  // Schedule::min_blocks_per_sm (the tuner's row_min_blocks): __launch_bounds__'s second argument
-  // where that many blocks fit an SM's 2048 threads, and not where they do not.
-  for (const auto& [columns, blocks, bounds] : {std::tuple{int64_t(4096), int64_t(8), "__launch_bounds__(256, 8)"},
-                                                std::tuple{int64_t(32768), int64_t(4), "__launch_bounds__(1024)"}}) {
-    const Functions f = row_softmax(columns);
-    Schedule s = default_gpu_schedule(f.inputs, f.outputs);
-    s.min_blocks_per_sm = blocks;
-    const std::string text = codegen::generate_module({lower("softmax", f.inputs, f.outputs, s)}, codegen::Target::Cuda);
-    EXPECT_NE(text.find(bounds), std::string::npos) << text;
-  }
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes

@@ -13,7 +13,7 @@ TEST(SearchSpace, RowKernelHasRowKnobsAndLegalStartingPoints) {
   std::vector<std::string> names;
   for (const Knob& k : s.knobs) names.push_back(k.name);
   // float_intermediates: a float16 softmax's exp runs on the exp2 unit alone under it.
-  EXPECT_EQ(names, (std::vector<std::string>{"vector_bytes", "row_threads", "row_cache_bytes", "row_min_blocks", "float_intermediates"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"vector_bytes", "row_threads", "row_cache_bytes", "float_intermediates"}));
   EXPECT_EQ(s.row_columns, 4096);
   EXPECT_EQ(s.illegal_reason(s.default_candidate()), "");
   ASSERT_FALSE(s.known_good().empty());
@@ -36,21 +36,6 @@ TEST(SearchSpace, RejectsPointsOutsideAndOverLimits) {
   c["row_threads"] = 1024;
   c["row_cache_bytes"] = 512;
   EXPECT_NE(s.illegal_reason(c).find("exceeds the registers of an SM"), std::string::npos) << s.illegal_reason(c);
-  // Blocks per SM asked of the compiler: no more than an SM's 2048 threads, and not so many that a
-  // cached row slice no longer fits the registers they leave (16384 floats over 256 threads: 256
-  // bytes, 64 + 24 registers a thread; 2 blocks fit, 4 do not).
-  c = s.default_candidate();
-  c["row_threads"] = 1024;
-  c["row_min_blocks"] = 4;
-  EXPECT_NE(s.illegal_reason(c).find("exceed an SM's 2048 threads"), std::string::npos) << s.illegal_reason(c);
-  const SearchSpace narrow = search_space(test::only_kernel(test::softmax_graph(64, 16384, DType::Float32)), codegen::Target::Cuda);
-  c = narrow.default_candidate();
-  c["row_threads"] = 256;
-  c["row_cache_bytes"] = 256;
-  c["row_min_blocks"] = 2;
-  EXPECT_EQ(narrow.illegal_reason(c), "");
-  c["row_min_blocks"] = 4;
-  EXPECT_NE(narrow.illegal_reason(c).find("x 4 blocks exceeds the registers of an SM"), std::string::npos) << narrow.illegal_reason(c);
 }
 
 TEST(SearchSpace, ColumnReductionSharedMemoryLimit) {

@@ -19,8 +19,6 @@ struct LoweredFunc {
   // One line per top-level stage of `body` (inside the temporaries' allocations), in order: the
   // source node and the stage's schedule, printed above the stage's kernel.
   std::vector<std::string> stage_notes;
-  // Schedule::min_blocks_per_sm: resident blocks per SM the printed kernels ask for (0: none).
-  int64_t min_blocks_per_sm = 0;
 };
 
 }  // namespace kiln

@@ -31,10 +31,6 @@ struct DefaultScheduleOptions {
   // Registers per thread a row kernel may spend on keeping its slice of the row between stages
   // (Schedule::cache_row_bytes); 0: no caching. 256: 64 words, 32768 floats over 512 threads.
   int64_t row_cache_bytes = 256;
-  // Row kernels: blocks per SM asked of the compiler (__launch_bounds__'s second argument), so that
-  // it keeps each thread's registers to what that many blocks leave (more rows, and their loads, in
-  // flight per SM; spills where the kernel needs more); 0: not asked. Schedule::min_blocks_per_sm.
-  int64_t row_min_blocks = 0;
   // Reductions over outer axes: threads along the outputs (threadIdx.x), and along the reduced
   // rows (threadIdx.y; 0: 4 per lane of the vector, at most 32).
   int64_t column_threads = 32;

@@ -132,10 +132,6 @@ class Schedule {
   // same per-thread vector slices is read once per row into registers, up to this many bytes per
   // thread (src/lower/CacheRowReads.cpp): one read from memory instead of one per stage.
   int64_t cache_row_bytes = 0;
-  // > 0: the kernels printed from this function's stages (not the contraction or attention
-  // templates) ask the compiler for this many resident blocks per SM (__launch_bounds__(threads,
-  // n), where threads x n fit an SM's 2048 threads); it caps their registers accordingly.
-  int64_t min_blocks_per_sm = 0;
 
  private:
   std::map<std::string, StageSchedule> stages_;
