@@ -108,7 +108,8 @@ Expr short_tanh_plus_one(const Expr& x, int id) {
 // float16/bfloat16 value; its result is rounded to float16/bfloat16 where stored): erf through
 // short_erf, the GELU factors 1 + erf(u) and 1 + tanh(u) as one formula each, exp(u) as the exp2
 // unit's 2^(u log2(e)) alone (kiln::exp_via_exp2's exp2f adds a scaling on either side of the unit
-// so that results below 2^-126 stay subnormal: three of softmax's seven instructions an element).
+// so that results below 2^-126 stay subnormal: three of softmax's seven instructions an element),
+// and a constant divided by such a value as a multiple of its reciprocal on the unit.
 class ShortFormulas : public IRMutator {
  public:
   using IRMutator::mutate;
@@ -120,6 +121,20 @@ class ShortFormulas : public IRMutator {
     if (takes_short_form(c, Intrinsic::Erf)) return short_erf(c->args[0], false, count_++);
     if (takes_short_form(c, Intrinsic::Exp)) return call(Intrinsic::Exp2, c->args[0] * FloatImm::make(c->type, M_LOG2E));
     return e;
+  }
+
+  // c / d with a constant c: c times d's reciprocal on the unit (about 2 ulp of float32 where the
+  // division is exact; Sigmoid's 1 / (1 + exp(-x)), about 10 instructions fewer an element).
+  Expr visit(const Div* op, const Expr& self) override {
+    Expr e = IRMutator::visit(op, self);
+    const Div* d = e.as<Div>();
+    const FloatImm* c = d ? d->a.as<FloatImm>() : nullptr;
+    if (!c || !std::isfinite(c->value) || d->type.dtype != DType::Float32) return e;
+    ReadsHalf reads;
+    reads.visit(d->b);
+    if (!reads.found) return e;
+    const Expr reciprocal = call(Intrinsic::Rcp, d->b);
+    return c->value == 1.0 ? reciprocal : d->a * reciprocal;
   }
 
   Expr visit(const Add* op, const Expr& self) override {

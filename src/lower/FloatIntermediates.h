@@ -13,7 +13,8 @@
 // float16/bfloat16 value) becomes a shorter formula, absolute error about 2e-7 (erff was the
 // largest part of an erf-GELU element's instructions), which its float16/bfloat16 result does not
 // resolve (1 + erf, GELU's factor, as one formula; tanh-GELU's 1 + tanh as one exp2 and one
-// reciprocal), and Exp of such a chain runs on the exp2 unit alone (results below 2^-126 flushed to zero, which a float16 result does not resolve either); a
+// reciprocal), a constant divided by such a chain a multiple of its reciprocal on the unit (Sigmoid),
+// and Exp of such a chain runs on the exp2 unit alone (results below 2^-126 flushed to zero, which a float16 result does not resolve either); a
 // float32 model's Erf and Exp keep erff and exp.
 #include "kiln/ir/IR.h"
 
