@@ -104,6 +104,18 @@ Expr short_tanh_plus_one(const Expr& x, int id) {
                    two * call(Intrinsic::Rcp, one + e));
 }
 
+// exp(u) = 2^(u log2(e)) on the exp2 unit; u = -v (0 - v, Sigmoid's argument) or u = s v with a
+// constant s folds its sign or s into the factor.
+Expr short_exp(const Expr& u) {
+  const Type f32(DType::Float32);
+  if (const Sub* s = u.as<Sub>()) {
+    const FloatImm* zero = s->a.as<FloatImm>();
+    if (zero && zero->value == 0.0) return call(Intrinsic::Exp2, s->b * FloatImm::make(f32, -M_LOG2E));
+  }
+  auto [v, scale] = split_scale(u, false);
+  return call(Intrinsic::Exp2, v * FloatImm::make(f32, scale * M_LOG2E));
+}
+
 // Erf, Tanh and Exp of a float16/bfloat16 chain (a float32 call whose argument reads a
 // float16/bfloat16 value; its result is rounded to float16/bfloat16 where stored): erf through
 // short_erf, the GELU factors 1 + erf(u) and 1 + tanh(u) as one formula each, exp(u) as the exp2
@@ -119,7 +131,7 @@ class ShortFormulas : public IRMutator {
     Expr e = IRMutator::visit(op, self);
     const Call* c = e.as<Call>();
     if (takes_short_form(c, Intrinsic::Erf)) return short_erf(c->args[0], false, count_++);
-    if (takes_short_form(c, Intrinsic::Exp)) return call(Intrinsic::Exp2, c->args[0] * FloatImm::make(c->type, M_LOG2E));
+    if (takes_short_form(c, Intrinsic::Exp)) return short_exp(c->args[0]);
     return e;
   }
 

@@ -217,6 +217,7 @@ TEST(FloatIntermediates, HalfChainSigmoidIsExp2AndRcp) {
   EXPECT_EQ(count(text, "exp2("), 1) << text;
   EXPECT_EQ(count(text, "rcp("), 1) << text;
   EXPECT_EQ(count(text, " / "), 0) << text;
+  EXPECT_EQ(count(text, "(0f - "), 0) << text;  // the negation is in exp2's factor
 
   HostTensor in(DType::Float16, {n});
   for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
