@@ -255,7 +255,8 @@ void register_compile(CLI::App& app) {
                 "closer to the exact value, but not the per-op rounding ONNX defines (the CPU reference's); a Cast to "
                 "float16/bfloat16 that is at once cast back to float32 is dropped too; in such a chain Erf takes a shorter "
                 "formula (absolute error about 2e-7, far below what float16/bfloat16 resolve), GELU's 1 + erf and 1 + tanh "
-                "one formula each, and Exp the GPU's exp2 unit alone (results below 2^-126 flushed to zero)");
+                "one formula each, Exp the GPU's exp2 unit alone (results below 2^-126 flushed to zero), and a constant over "
+                "such a value (Sigmoid) a multiple of its reciprocal");
   cmd->add_flag("--conv-wgmma,!--no-conv-wgmma", options->conv_wgmma,
                 "float16/bfloat16 convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh, sm_90) first, with a "
                 "workspace for the repacked weight and an NHWC copy of the image (the default; --no-conv-wgmma: the "
