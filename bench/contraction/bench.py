@@ -508,7 +508,7 @@ def main():
     f = lambda v, fmt="%.1f": (fmt % v) if v is not None else "-"  # noqa: E731
     lines = ["# kiln contraction benchmark: %s, %s" % (device, date), "",
              "- device: %s; commit: %s; command: `%s`%s" % (device, commit, " ".join(sys.argv),
-                 ("; every kiln compile with `%s` ($KILN_COMPILE_FLAGS)" % os.environ["KILN_COMPILE_FLAGS"])
+                 ("; every kiln compile with `%s` ($KILN_COMPILE_FLAGS)" % os.environ["KILN_COMPILE_FLAGS"].strip())
                  if os.environ.get("KILN_COMPILE_FLAGS", "").strip() else ""),
              "- torch %s; copy bandwidth (read + write) %.0f GB/s" % (torch.__version__, bandwidth),
              "- times: per call, CUDA-graph replay of 20 back-to-back calls, median of 7; every kiln result checked"

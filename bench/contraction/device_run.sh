@@ -13,6 +13,9 @@
 # arguments (--profile: per-kernel times of each model, kiln and torch.compile); EDGE_KINDS the
 # edge_check.py kinds (default all), EDGE_BF16 the conv cases also checked in bfloat16 (default all);
 # RACECHECK_SETS=cases: racecheck over the template cases only (memcheck still over every set).
+# FI_SECTIONS (e.g. "mlp vit"; default none): bench sections run a second time with every kiln
+# compile given --float-intermediates (float32 intermediates, as torch.compile computes), into
+# contraction_<device>_<date><tag>_fi.md.
 set -uo pipefail
 OUT="${OUT:-bench/results}"
 mkdir -p "$OUT"
@@ -35,6 +38,17 @@ if [[ ",$steps," == *",bench,"* ]]; then
   device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr ' ' '_')
   cat /tmp/kiln-contraction-results/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}.md"
   grep -v "Warning\|warn(" "$OUT/contraction_log$tag.txt" | grep -E "^(linear|Gemma|ViT|CNN|section|profile|kiln compile failed|Traceback|Fatal|  File| +[0-9.]+ us )" | tail -n 80
+  fi_sections="${FI_SECTIONS:-}"
+  if [ -n "$fi_sections" ]; then
+    rm -rf /tmp/kiln-contraction-results-fi
+    for section in $fi_sections; do
+      KILN_COMPILE_FLAGS="${KILN_COMPILE_FLAGS:-} --float-intermediates" python3 -X faulthandler bench/contraction/bench.py \
+        --kiln "$carry/kiln" --out /tmp/kiln-contraction-results-fi --only "$section" --tag "$section" ${BENCH_ARGS:-} \
+        >> "$OUT/contraction_log${tag}_fi.txt" 2>&1 || echo "section $section (--float-intermediates) failed: exit $?"
+    done
+    cat /tmp/kiln-contraction-results-fi/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}_fi.md"
+    grep -E "^(Gemma|ViT|CNN|linear|section|Traceback)" "$OUT/contraction_log${tag}_fi.txt" | sed 's/^/--float-intermediates: /' | tail -n 20
+  fi
 fi
 
 if [[ ",$steps," == *",conformance,"* ]]; then
