@@ -283,7 +283,6 @@ def bench_linear(dtype, out_dir, read_ceiling):
                 row["kiln_rot_us"], row["cublas_rot_us"] = rotated_weight_times(f, x, w, y, yt)
                 row["read_pct"] = 100.0 * read_ceiling[(n, k)] / row["kiln_rot_us"]
                 row["gbs"] = n * k * 2 / (row["kiln_rot_us"] * 1e-6) / 1e9
-                f.prepare([x, w, y])
             rows.append(row)
             print("linear %s %dx%d M=%d: %s kiln %s us, cuBLAS %.1f us" % (dname, n, k, m, status,
                   "%.1f" % kus if kus else "-", tus), flush=True)

@@ -28,24 +28,29 @@ tag="${RUN_TAG:+_$RUN_TAG}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nvcc --version | tail -1
 
-if [[ ",$steps," == *",bench,"* ]]; then
-  # One process per section, so that a crash in one (with its Python stack, faulthandler) leaves
-  # the others' tables; the sections' tables are joined into one results file.
-  for section in ${BENCH_ONLY:-linear mlp nvfp4 vit cnn}; do
-    python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out /tmp/kiln-contraction-results \
-      --only "$section" --tag "$section" ${BENCH_ARGS:-} >> "$OUT/contraction_log$tag.txt" 2>&1 || echo "section $section failed: exit $?"
+# bench_sections RESULTS_DIR LOG SECTIONS...: one bench.py process per section, so that a crash in
+# one (with its Python stack, faulthandler) leaves the others' tables; then the sections' tables
+# joined into one file. $KILN_COMPILE_FLAGS reaches every kiln compile.
+bench_sections() {
+  local results="$1" log="$2" section
+  shift 2
+  rm -rf "$results"
+  for section in "$@"; do
+    python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$results" \
+      --only "$section" --tag "$section" ${BENCH_ARGS:-} >> "$log" 2>&1 || echo "section $section failed: exit $?"
   done
+}
+
+if [[ ",$steps," == *",bench,"* ]]; then
   device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr ' ' '_')
+  # shellcheck disable=SC2086
+  bench_sections /tmp/kiln-contraction-results "$OUT/contraction_log$tag.txt" ${BENCH_ONLY:-linear mlp nvfp4 vit cnn}
   cat /tmp/kiln-contraction-results/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}.md"
   grep -v "Warning\|warn(" "$OUT/contraction_log$tag.txt" | grep -E "^(linear|Gemma|ViT|CNN|section|profile|kiln compile failed|Traceback|Fatal|  File| +[0-9.]+ us )" | tail -n 80
-  fi_sections="${FI_SECTIONS:-}"
-  if [ -n "$fi_sections" ]; then
-    rm -rf /tmp/kiln-contraction-results-fi
-    for section in $fi_sections; do
-      KILN_COMPILE_FLAGS="${KILN_COMPILE_FLAGS:-} --float-intermediates" python3 -X faulthandler bench/contraction/bench.py \
-        --kiln "$carry/kiln" --out /tmp/kiln-contraction-results-fi --only "$section" --tag "$section" ${BENCH_ARGS:-} \
-        >> "$OUT/contraction_log${tag}_fi.txt" 2>&1 || echo "section $section (--float-intermediates) failed: exit $?"
-    done
+  if [ -n "${FI_SECTIONS:-}" ]; then
+    # shellcheck disable=SC2086
+    KILN_COMPILE_FLAGS="${KILN_COMPILE_FLAGS:-} --float-intermediates" \
+      bench_sections /tmp/kiln-contraction-results-fi "$OUT/contraction_log${tag}_fi.txt" $FI_SECTIONS
     cat /tmp/kiln-contraction-results-fi/contraction_*.md > "$OUT/contraction_${device}_${date}${tag}_fi.md"
     grep -E "^(Gemma|ViT|CNN|linear|section|Traceback)" "$OUT/contraction_log${tag}_fi.txt" | sed 's/^/--float-intermediates: /' | tail -n 20
   fi

@@ -42,6 +42,12 @@ class ReadsHalf : public IRVisitor {
   }
 };
 
+bool reads_half(const Expr& e) {
+  ReadsHalf reads;
+  reads.visit(e);
+  return reads.found;
+}
+
 // erf(u) = sign(u) (1 - erfc(t)), t = min(|u|, 3.92), erfc(t) = exp(t q(t)) with q(t) = c1 + c2 t + ...
 // + c8 t^7 a weighted least-squares fit of ln(erfc(t)) on [0, 3.92] (weight erfc(t), so that erf's
 // absolute error is what it bounds; beyond 3.92 erf is 1 in float32). Absolute error about 1.1e-7
@@ -142,10 +148,7 @@ class ShortFormulas : public IRMutator {
     Expr e = IRMutator::visit(op, self);
     const Div* d = e.as<Div>();
     const FloatImm* c = d ? d->a.as<FloatImm>() : nullptr;
-    if (!c || !std::isfinite(c->value) || d->type.dtype != DType::Float32) return e;
-    ReadsHalf reads;
-    reads.visit(d->b);
-    if (!reads.found) return e;
+    if (!c || !std::isfinite(c->value) || d->type.dtype != DType::Float32 || !reads_half(d->b)) return e;
     const Expr reciprocal = call(Intrinsic::Rcp, d->b);
     return c->value == 1.0 ? reciprocal : d->a * reciprocal;
   }
@@ -154,18 +157,16 @@ class ShortFormulas : public IRMutator {
     for (const auto& [term, other] : {std::pair{op->a, op->b}, std::pair{op->b, op->a}}) {
       const Call* c = term.as<Call>();
       const FloatImm* k = other.as<FloatImm>();
-      if (k && k->value == 1.0 && takes_short_form(c, Intrinsic::Erf)) return short_erf(mutate(c->args[0]), true, count_++);
-      if (k && k->value == 1.0 && takes_short_form(c, Intrinsic::Tanh)) return short_tanh_plus_one(mutate(c->args[0]), count_++);
+      if (!k || k->value != 1.0) continue;
+      if (takes_short_form(c, Intrinsic::Erf)) return short_erf(mutate(c->args[0]), true, count_++);
+      if (takes_short_form(c, Intrinsic::Tanh)) return short_tanh_plus_one(mutate(c->args[0]), count_++);
     }
     return IRMutator::visit(op, self);
   }
 
  private:
   static bool takes_short_form(const Call* c, Intrinsic op) {
-    if (!c || c->op != op || c->type.dtype != DType::Float32) return false;
-    ReadsHalf reads;
-    reads.visit(c->args[0]);
-    return reads.found;
+    return c && c->op == op && c->type.dtype == DType::Float32 && reads_half(c->args[0]);
   }
 
   int count_ = 0;

@@ -25,6 +25,28 @@ int64_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Interprets `f` on a float16 tensor of `values` (rounded to float16 as stored) and expects each
+// result within tolerance(exact(v)) of exact(v), v the stored input; a NaN input must give NaN.
+// Returns the largest difference seen.
+template <typename Exact, typename Tolerance>
+double expect_near_each(const LoweredFunc& f, const std::vector<double>& values, Exact exact, Tolerance tolerance) {
+  const int64_t n = int64_t(values.size());
+  HostTensor in(DType::Float16, {n});
+  for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
+  const HostTensor out = interpret(f, {in}).at(0);
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = in.get_double(i), got = out.get_double(i);
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(got));
+      continue;
+    }
+    worst = std::max(worst, std::abs(got - exact(v)));
+    EXPECT_NEAR(got, exact(v), tolerance(exact(v))) << "x = " << v;
+  }
+  return worst;
+}
+
 // y = (x * 1.1 + 0.3)^2 as three ops of dtype d, each computing in float32 and rounding its result
 // to d, as kiln's ops are built; t1 and t2 are inlined into y.
 TEST(FloatIntermediates, FusedHalfChainRoundsOnceWhereStored) {
@@ -102,19 +124,7 @@ TEST(FloatIntermediates, HalfChainErfTakesTheShortFormula) {
   const LoweredFunc short_form = lower("erf", {x}, {y}, relaxed);
   EXPECT_EQ(count(to_string(short_form.body), "erf("), 0) << to_string(short_form.body);
 
-  HostTensor in(DType::Float16, {n});
-  for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
-  const HostTensor out = interpret(short_form, {in}).at(0);
-  double worst = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = in.get_double(i), got = out.get_double(i);
-    if (std::isnan(v)) {
-      EXPECT_TRUE(std::isnan(got));
-      continue;
-    }
-    worst = std::max(worst, std::abs(got - std::erf(v)));
-    EXPECT_NEAR(got, std::erf(v), 2.5e-7) << "x = " << v;
-  }
+  const double worst = expect_near_each(short_form, values, [](double v) { return std::erf(v); }, [](double) { return 2.5e-7; });
   EXPECT_GT(worst, 0.0);  // the formula, not erf itself
 }
 
@@ -140,17 +150,7 @@ TEST(FloatIntermediates, GeluFactorIsOneFormula) {
   EXPECT_EQ(count(text, "exp2("), 1) << text;
   EXPECT_EQ(count(text, "0.7071"), 0) << text;  // the scale is in the coefficients
 
-  HostTensor in(DType::Float16, {n});
-  for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
-  const HostTensor out = interpret(short_form, {in}).at(0);
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = in.get_double(i), got = out.get_double(i);
-    if (std::isnan(v)) {
-      EXPECT_TRUE(std::isnan(got));
-      continue;
-    }
-    EXPECT_NEAR(got, 1.0 + std::erf(v * inv_sqrt2), 2.5e-7) << "x = " << v;
-  }
+  expect_near_each(short_form, values, [&](double v) { return 1.0 + std::erf(v * inv_sqrt2); }, [](double) { return 2.5e-7; });
 }
 
 // tanh-GELU's factor 1 + tanh(sqrt(2 / pi) x) of a half chain is 2 / (1 + exp2(k x)): no tanh
@@ -177,18 +177,7 @@ TEST(FloatIntermediates, TanhGeluFactorIsOneFormula) {
   EXPECT_EQ(count(text, "exp2("), 1) << text;
   EXPECT_EQ(count(text, "rcp("), 1) << text;
 
-  HostTensor in(DType::Float16, {n});
-  for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
-  const HostTensor out = interpret(short_form, {in}).at(0);
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = in.get_double(i), got = out.get_double(i);
-    if (std::isnan(v)) {
-      EXPECT_TRUE(std::isnan(got));
-      continue;
-    }
-    const double exact = 1.0 + std::tanh(c * v);
-    EXPECT_NEAR(got, exact, 1e-6 * exact) << "x = " << v;
-  }
+  expect_near_each(short_form, values, [&](double v) { return 1.0 + std::tanh(c * v); }, [](double exact) { return 1e-6 * exact; });
 }
 
 // Sigmoid of a half chain, 1 / (1 + exp(-x)), is one exp2 and one reciprocal: no exp, no
@@ -219,18 +208,7 @@ TEST(FloatIntermediates, HalfChainSigmoidIsExp2AndRcp) {
   EXPECT_EQ(count(text, " / "), 0) << text;
   EXPECT_EQ(count(text, "(0f - "), 0) << text;  // the negation is in exp2's factor
 
-  HostTensor in(DType::Float16, {n});
-  for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
-  const HostTensor out = interpret(f, {in}).at(0);
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = in.get_double(i), got = out.get_double(i);
-    if (std::isnan(v)) {
-      EXPECT_TRUE(std::isnan(got));
-      continue;
-    }
-    const double exact = 1.0 / (1.0 + std::exp(-v));
-    EXPECT_NEAR(got, exact, 1e-6 * exact) << "x = " << v;
-  }
+  expect_near_each(f, values, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, [](double exact) { return 1e-6 * exact; });
 }
 
 // Exp of a half chain runs on the exp2 unit: exp2(u log2(e)), within 1e-6 relative of exp over
@@ -253,13 +231,7 @@ TEST(FloatIntermediates, HalfChainExpTakesTheExp2Unit) {
     EXPECT_EQ(count(text, "exp2("), d == DType::Float16 ? 1 : 0) << text;
     EXPECT_EQ(count(text, "exp("), d == DType::Float16 ? 0 : 1) << text;
     if (d != DType::Float16) continue;
-    HostTensor in(d, {n});
-    for (int64_t i = 0; i < n; ++i) in.set_double(i, values[size_t(i)]);
-    const HostTensor out = interpret(f, {in}).at(0);
-    for (int64_t i = 0; i < n; ++i) {
-      const double exact = std::exp(in.get_double(i) - 0.5);
-      EXPECT_NEAR(out.get_double(i), exact, 1e-6 * exact) << "x = " << in.get_double(i);
-    }
+    expect_near_each(f, values, [](double v) { return std::exp(v - 0.5); }, [](double exact) { return 1e-6 * exact; });
   }
 }
 
