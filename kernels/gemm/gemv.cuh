@@ -152,9 +152,37 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red,
   }
 }
 
+// A warp's k-steps first, first + stride, ... below `steps`, in rounds of `stride` / warps steps:
+// load(s0, w, x) issues a round's loads into registers, multiply(s0, w, x) uses them. Without
+// PIPELINE a round's loads wait for the previous round's mmas; with it the next round's loads are
+// issued before this round's mmas (two rounds of registers), so a warp always has loads in flight.
+template <bool PIPELINE, typename WRound, typename XRound, typename Load, typename Multiply>
+__device__ __forceinline__ void gemv_rounds(int64_t first, int64_t steps, int64_t stride, Load& load, Multiply& multiply) {
+  if constexpr (!PIPELINE) {
+    for (int64_t s0 = first; s0 < steps; s0 += stride) {
+      WRound w;
+      XRound x;
+      load(s0, w, x);
+      multiply(s0, w, x);
+    }
+  } else {
+    WRound w0, w1;
+    XRound x0, x1;
+    if (first < steps) load(first, w0, x0);
+    for (int64_t s0 = first; s0 < steps; s0 += 2 * stride) {
+      const int64_t s1 = s0 + stride;
+      if (s1 < steps) load(s1, w1, x1);
+      multiply(s0, w0, x0);
+      if (s1 >= steps) break;
+      if (s1 + stride < steps) load(s1 + stride, w0, x0);
+      multiply(s1, w1, x1);
+    }
+  }
+}
+
 // B with k contiguous. CTA: 32 output columns (two 16-column tiles per warp, sharing the A
 // loads); k-step: 32.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, bool PIPELINE, typename Epilogue>
 __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8, kTiles = 2;
   constexpr int kSteps = UNROLL > 1 ? UNROLL / 2 : 1;  // steps per round: UNROLL x 2 B loads per lane
@@ -193,27 +221,27 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
 #pragma unroll
     for (int v = 0; v < kTiles * JT * 4; ++v) acc[j][v] = 0.0f;
 
-  const int64_t steps = (p.k + 31) / 32;
-  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
-    // All loads of kSteps steps (B and the A rows) first, then the mmas.
-    uint4 w[kSteps][NB][kTiles][2], xs[kSteps][JT];
-    int64_t valid[kSteps];
+  // A round: kSteps k-steps of this warp, all their loads (B and the A rows) first, then the mmas.
+  using WRound = uint4[kSteps][NB][kTiles][2];
+  using XRound = uint4[kSteps][JT];
+  auto load = [&](int64_t s0, WRound& w, XRound& xs) {
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
-      const int64_t k = (s0 + u * warps) * 32 + 8 * t;
-      valid[u] = p.k - k;
+      const int64_t k = (s0 + u * warps) * 32 + 8 * t, valid = p.k - k;
 #pragma unroll
       for (int j = 0; j < NB; ++j)
 #pragma unroll
         for (int s = 0; s < kTiles; ++s)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) w[u][j][s][h] = load8<T, true, PREFETCH>(w_row[j][s][h] + k, valid[u]);
+          for (int h = 0; h < 2; ++h) w[u][j][s][h] = load8<T, true, PREFETCH>(w_row[j][s][h] + k, valid);
 #pragma unroll
-      for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false, false>(x_row[jj] + k, jj < jt ? valid[u] : 0);
+      for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false, false>(x_row[jj] + k, jj < jt ? valid : 0);
     }
+  };
+  auto multiply = [&](int64_t s0, const WRound& w, const XRound& xs) {
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
-      if (valid[u] <= -8 * t) break;  // this step is past K for the whole warp
+      if (p.k - ((s0 + u * warps) * 32 + 8 * t) <= -8 * t) break;  // this step is past K for the whole warp
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) {
         if (jj >= jt) break;
@@ -233,7 +261,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
           }
       }
     }
-  }
+  };
+  gemv_rounds<PIPELINE, WRound, XRound>(first, (p.k + 31) / 32, warps * kSteps, load, multiply);
 
   // acc[j][(s JT + jj) 4 + e]: e = 0, 1: column n0 + 16s + g, rows 8jj + 2t, +1; e = 2, 3: column
   // n0 + 16s + g + 8.
@@ -247,7 +276,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
 }
 
 // B with n contiguous. CTA: 32 output columns; k-step: 32.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, bool PIPELINE, typename Epilogue>
 __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
   __shared__ float red[gemv_red_floats<WARPS, 2 * JT * 4, NB>()];
@@ -289,9 +318,9 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int gg = 0; gg < 2; ++gg) b_off[h][gg] = 8 * (g / 2) + 4 * h + 2 * gg + g % 2;
-  const int64_t steps = (p.k + 31) / 32;
-  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
-    uint4 w[kSteps][NB][2][2];
+  using WRound = uint4[kSteps][NB][2][2];
+  using XRound = uint4[kSteps][JT];
+  auto load = [&](int64_t s0, WRound& w, XRound& xs) {
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       const int64_t k0 = (s0 + u * warps) * 32;
@@ -305,13 +334,14 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
             w[u][j][h][gg] = load8<T, true, PREFETCH>(w_col[j] + (kr < p.k ? kr : 0) * p.b[j].stride_k, kr < p.k ? n_valid : 0);
           }
     }
-    uint4 xs[kSteps][JT];
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       const int64_t k = (s0 + u * warps) * 32 + 8 * t;
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) xs[u][jj] = load8<T, false, false>(x_row[jj] + (k < p.k ? k : 0), jj < jt ? p.k - k : 0);
     }
+  };
+  auto multiply = [&](int64_t s0, const WRound& w, const XRound& xs) {
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       if ((s0 + u * warps) * 32 >= p.k) break;
@@ -344,7 +374,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
         }
       }
     }
-  }
+  };
+  gemv_rounds<PIPELINE, WRound, XRound>(first, (p.k + 31) / 32, warps * kSteps, load, multiply);
 
   // Tile q, fragment row g -> word 2q (rows 0-7) or 2q + 1 (rows 8-15) of the lanes that loaded
   // n = 8(g/2) + 2 word + g%2.
@@ -382,13 +413,14 @@ inline void gemv_device(int& sms, int& major) {
 // once per size. Run 1 of bench/gemm/NOTES.md's gemv section: 256 CTAs of 8 warps in clusters
 // of 4, though "one wave" by CTA slots, ran at ~0.7x the speed of 128 CTAs of 16 warps in
 // clusters of 2 doing the same work.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, bool PIPELINE, typename Epilogue, bool K_CONTIGUOUS>
 int64_t gemv_resident(int splits) {
   static std::atomic<int64_t> cache[4];  // splits 1, 2, 4, 8
   const int slot = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
   int64_t resident = cache[slot].load(std::memory_order_relaxed);
   if (resident > 0) return resident;
-  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue> : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
+  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, PIPELINE, Epilogue>
+                            : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, PIPELINE, Epilogue>;
   int sms = 1, major = 0;
   gemv_device(sms, major);
   int count = 0;
@@ -447,6 +479,7 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   static_assert(Config::MAX_SPLITS == 1 || Config::MAX_SPLITS == 2 || Config::MAX_SPLITS == 4 || Config::MAX_SPLITS == 8,
                 "GemvConfig: MAX_SPLITS 1, 2, 4 or 8 (a portable cluster)");
   static_assert(Config::UNROLL >= 1 && Config::UNROLL <= 8, "GemvConfig: UNROLL 1..8");
+  static_assert(Config::PIPELINE == 0 || Config::PIPELINE == 1, "GemvConfig: PIPELINE 0 or 1");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   const int64_t batch = p.batch();
@@ -459,18 +492,20 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
     return simt<T>(p, epilogue, stream);
   constexpr int W = Config::WARPS, U = Config::UNROLL, M16 = Config::MAX_M, M8 = M16 < 8 ? M16 : 8;
   constexpr bool PF = Config::PREFETCH != 0;
+  // Two rounds of B registers for two B operands would not fit: dual products load round by round.
+  constexpr bool PL = Config::PIPELINE != 0 && NB == 1;
   // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
-  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue>;
-  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue>;
+  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, PL, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, PL, Epilogue>;
+  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, PL, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, PL, Epilogue>;
   const int64_t steps = (p.k + 31) / 32;
   for (int64_t m = 0; m < p.m; m += M16) {
     const bool small = p.m - m <= M8;
     auto kernel = small ? kernel8 : kernel16;
     auto resident = [&](int splits) {
-      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>(splits))
-                         : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>(splits));
+      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, PL, Epilogue, true>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, PL, Epilogue, true>(splits))
+                         : (small ? detail::gemv_resident<T, M8, W, U, PF, PL, Epilogue, false>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, PL, Epilogue, false>(splits));
     };
     const int splits = detail::gemv_splits(resident, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
     const dim3 grid{unsigned(blocks * splits), unsigned(batch), 1u};
