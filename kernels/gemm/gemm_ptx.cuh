@@ -88,6 +88,25 @@ __device__ __forceinline__ uint4 load_stream16(const void* p) {
   return v;
 }
 
+// L2 prefetch of the line holding p (no register, no wait).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Programmatic dependent launch (sm_90+; no-ops below). A kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel before it on the
+// stream still runs, once every block of that kernel has called pdl_trigger() (or exited). Before
+// pdl_wait() it may read only data that no earlier work on the stream writes; pdl_wait() returns
+// once the kernel before has finished and its writes are visible (at once without the attribute).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
 

@@ -21,6 +21,12 @@
 // memory (deterministic, no workspace, no atomics) and each CTA runs the epilogue for 1/splits
 // of the strip. So N = 2048 with B [K, N] (64 strips of 32 columns) still loads every SM.
 //
+// Programmatic dependent launch (sm_90+; KILN_GEMV_PDL=0 launches plainly): a call's blocks may
+// start while the kernel before it on the stream finishes. Where Problem::b_early says no earlier
+// work writes B (a weight), each warp first asks L2 for its first kPdlRounds rounds of B; every
+// block then waits (pdl_wait) before it reads A or runs the epilogue, and lets the next kernel's
+// blocks start (pdl_trigger) only after that wait.
+//
 // k contiguous (B as [N, K], nn.Linear / Gemm transB): lane (g, t) loads 16 bytes of rows g and
 // g + 8 of each of the warp's two 16-row tiles at k = 8t..8t+7 of a 32-wide k-step; the k order inside a step is permuted the same way
 // for both operands (mma pairs (2t, 2t+1) and (2t+8, 2t+9) read physical k 8t+4h..8t+4h+3 for
@@ -36,6 +42,8 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "gemm_ptx.cuh"
 #include "gemm_simt.cuh"
@@ -152,37 +160,12 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red,
   }
 }
 
-// A warp's k-steps first, first + stride, ... below `steps`, in rounds of `stride` / warps steps:
-// load(s0, w, x) issues a round's loads into registers, multiply(s0, w, x) uses them. Without
-// PIPELINE a round's loads wait for the previous round's mmas; with it the next round's loads are
-// issued before this round's mmas (two rounds of registers), so a warp always has loads in flight.
-template <bool PIPELINE, typename WRound, typename XRound, typename Load, typename Multiply>
-__device__ __forceinline__ void gemv_rounds(int64_t first, int64_t steps, int64_t stride, Load& load, Multiply& multiply) {
-  if constexpr (!PIPELINE) {
-    for (int64_t s0 = first; s0 < steps; s0 += stride) {
-      WRound w;
-      XRound x;
-      load(s0, w, x);
-      multiply(s0, w, x);
-    }
-  } else {
-    WRound w0, w1;
-    XRound x0, x1;
-    if (first < steps) load(first, w0, x0);
-    for (int64_t s0 = first; s0 < steps; s0 += 2 * stride) {
-      const int64_t s1 = s0 + stride;
-      if (s1 < steps) load(s1, w1, x1);
-      multiply(s0, w0, x0);
-      if (s1 >= steps) break;
-      if (s1 + stride < steps) load(s1 + stride, w0, x0);
-      multiply(s1, w1, x1);
-    }
-  }
-}
+// Rounds of B loads per warp prefetched into L2 before pdl_wait() when B may be read early.
+constexpr int kPdlRounds = 2;
 
 // B with k contiguous. CTA: 32 output columns (two 16-column tiles per warp, sharing the A
 // loads); k-step: 32.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, bool PIPELINE, typename Epilogue>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
 __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8, kTiles = 2;
   constexpr int kSteps = UNROLL > 1 ? UNROLL / 2 : 1;  // steps per round: UNROLL x 2 B loads per lane
@@ -262,7 +245,25 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
       }
     }
   };
-  gemv_rounds<PIPELINE, WRound, XRound>(first, (p.k + 31) / 32, warps * kSteps, load, multiply);
+  const int64_t steps = (p.k + 31) / 32;
+  if (p.b_early) {  // B is a weight: ask L2 for this warp's first rounds while the previous kernel runs
+    for (int64_t s0 = first; s0 < steps && s0 < first + kPdlRounds * warps * kSteps; s0 += warps)
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int s = 0; s < kTiles; ++s)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (s0 * 32 + 8 * t < p.k) prefetch_l2(w_row[j][s][h] + s0 * 32 + 8 * t);
+  }
+  pdl_wait();     // A and the epilogue's operands may be the previous kernel's outputs
+  pdl_trigger();  // the next kernel's blocks may now start and prefetch their weights
+  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
+    WRound w;
+    XRound xs;
+    load(s0, w, xs);
+    multiply(s0, w, xs);
+  }
 
   // acc[j][(s JT + jj) 4 + e]: e = 0, 1: column n0 + 16s + g, rows 8jj + 2t, +1; e = 2, 3: column
   // n0 + 16s + g + 8.
@@ -276,7 +277,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
 }
 
 // B with n contiguous. CTA: 32 output columns; k-step: 32.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, bool PIPELINE, typename Epilogue>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
 __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
   __shared__ float red[gemv_red_floats<WARPS, 2 * JT * 4, NB>()];
@@ -375,7 +376,27 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
       }
     }
   };
-  gemv_rounds<PIPELINE, WRound, XRound>(first, (p.k + 31) / 32, warps * kSteps, load, multiply);
+  const int64_t steps = (p.k + 31) / 32;
+  if (p.b_early) {  // B is a weight: ask L2 for this warp's first rounds while the previous kernel runs
+    for (int64_t s0 = first; s0 < steps && s0 < first + kPdlRounds * warps * kSteps; s0 += warps)
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int gg = 0; gg < 2; ++gg) {
+            const int64_t kr = s0 * 32 + b_off[h][gg];
+            if (kr < p.k && n_valid > 0) prefetch_l2(w_col[j] + kr * p.b[j].stride_k);
+          }
+  }
+  pdl_wait();     // A and the epilogue's operands may be the previous kernel's outputs
+  pdl_trigger();  // the next kernel's blocks may now start and prefetch their weights
+  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
+    WRound w;
+    XRound xs;
+    load(s0, w, xs);
+    multiply(s0, w, xs);
+  }
 
   // Tile q, fragment row g -> word 2q (rows 0-7) or 2q + 1 (rows 8-15) of the lanes that loaded
   // n = 8(g/2) + 2 word + g%2.
@@ -407,20 +428,33 @@ inline void gemv_device(int& sms, int& major) {
   }
 }
 
+// Whether gemv launches use programmatic dependent launch: on sm_90+ devices unless KILN_GEMV_PDL=0
+// (benchmarks compare the two in one process). Its kernels start while the kernel before them
+// finishes, prefetch B where Problem::b_early allows, and wait (pdl_wait) before reading anything else.
+inline bool gemv_pdl() {
+  static const bool off = [] {
+    const char* v = std::getenv("KILN_GEMV_PDL");
+    return v != nullptr && std::strcmp(v, "0") == 0;
+  }();
+  int sms = 1, major = 0;
+  gemv_device(sms, major);
+  return major >= 9 && !off;
+}
+
 // How many clusters of `splits` CTAs of one gemv kernel instantiation can be resident at once
 // (the occupancy API: SMs x CTAs per SM for splits = 1; for clusters it also counts what fits
 // in each GPC, which on H100/H200 is far less than slots / splits for some sizes), looked up
 // once per size. Run 1 of bench/gemm/NOTES.md's gemv section: 256 CTAs of 8 warps in clusters
 // of 4, though "one wave" by CTA slots, ran at ~0.7x the speed of 128 CTAs of 16 warps in
 // clusters of 2 doing the same work.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, bool PIPELINE, typename Epilogue, bool K_CONTIGUOUS>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS>
 int64_t gemv_resident(int splits) {
   static std::atomic<int64_t> cache[4];  // splits 1, 2, 4, 8
   const int slot = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
   int64_t resident = cache[slot].load(std::memory_order_relaxed);
   if (resident > 0) return resident;
-  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, PIPELINE, Epilogue>
-                            : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, PIPELINE, Epilogue>;
+  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>
+                            : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
   int sms = 1, major = 0;
   gemv_device(sms, major);
   int count = 0;
@@ -479,7 +513,6 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   static_assert(Config::MAX_SPLITS == 1 || Config::MAX_SPLITS == 2 || Config::MAX_SPLITS == 4 || Config::MAX_SPLITS == 8,
                 "GemvConfig: MAX_SPLITS 1, 2, 4 or 8 (a portable cluster)");
   static_assert(Config::UNROLL >= 1 && Config::UNROLL <= 8, "GemvConfig: UNROLL 1..8");
-  static_assert(Config::PIPELINE == 0 || Config::PIPELINE == 1, "GemvConfig: PIPELINE 0 or 1");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   const int64_t batch = p.batch();
@@ -492,41 +525,39 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
     return simt<T>(p, epilogue, stream);
   constexpr int W = Config::WARPS, U = Config::UNROLL, M16 = Config::MAX_M, M8 = M16 < 8 ? M16 : 8;
   constexpr bool PF = Config::PREFETCH != 0;
-  // Two rounds of B registers for two B operands would not fit: dual products load round by round.
-  constexpr bool PL = Config::PIPELINE != 0 && NB == 1;
   // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
-  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, PL, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, PL, Epilogue>;
-  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, PL, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, PL, Epilogue>;
+  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue>;
+  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue>;
   const int64_t steps = (p.k + 31) / 32;
   for (int64_t m = 0; m < p.m; m += M16) {
     const bool small = p.m - m <= M8;
     auto kernel = small ? kernel8 : kernel16;
     auto resident = [&](int splits) {
-      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, PL, Epilogue, true>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, PL, Epilogue, true>(splits))
-                         : (small ? detail::gemv_resident<T, M8, W, U, PF, PL, Epilogue, false>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, PL, Epilogue, false>(splits));
+      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>(splits))
+                         : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>(splits));
     };
     const int splits = detail::gemv_splits(resident, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
-    const dim3 grid{unsigned(blocks * splits), unsigned(batch), 1u};
-    cudaError_t e;
-    if (splits == 1) {
-      kernel<<<grid, W * 32, 0, stream>>>(p, epilogue, m, 1);
-      e = cudaGetLastError();
-    } else {
-      cudaLaunchConfig_t config = {};
-      config.gridDim = grid;
-      config.blockDim = dim3(W * 32, 1, 1);
-      config.stream = stream;
-      cudaLaunchAttribute cluster[1];
-      cluster[0].id = cudaLaunchAttributeClusterDimension;
-      cluster[0].val.clusterDim.x = unsigned(splits);
-      cluster[0].val.clusterDim.y = 1;
-      cluster[0].val.clusterDim.z = 1;
-      config.attrs = cluster;
-      config.numAttrs = 1;
-      e = cudaLaunchKernelEx(&config, kernel, p, epilogue, m, splits);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(blocks * splits), unsigned(batch), 1u);
+    config.blockDim = dim3(W * 32, 1, 1);
+    config.stream = stream;
+    cudaLaunchAttribute attrs[2];
+    config.attrs = attrs;
+    if (splits > 1) {
+      cudaLaunchAttribute& cluster = attrs[config.numAttrs++];
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = unsigned(splits);
+      cluster.val.clusterDim.y = 1;
+      cluster.val.clusterDim.z = 1;
     }
+    if (detail::gemv_pdl()) {
+      cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
+      pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      pdl.val.programmaticStreamSerializationAllowed = 1;
+    }
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, epilogue, m, splits);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

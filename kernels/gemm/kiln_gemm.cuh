@@ -60,12 +60,10 @@ struct TileConfig {
 
 // Small-M configuration: up to MAX_M rows of A per launch, WARPS warps per block, up to
 // MAX_SPLITS blocks (a cluster, sm_90+) splitting K for one strip of outputs, UNROLL k-steps of
-// B loads in flight per lane, PREFETCH: B loads ask L2 for the whole 256-byte block, PIPELINE: the
-// next UNROLL k-steps' loads are issued before this round's mmas (single-B products).
-template <int MAX_M_, int WARPS_, int MAX_SPLITS_ = 8, int UNROLL_ = 4, int PREFETCH_ = 0, int PIPELINE_ = 0>
+// B loads in flight per lane, PREFETCH: B loads ask L2 for the whole 256-byte block.
+template <int MAX_M_, int WARPS_, int MAX_SPLITS_ = 8, int UNROLL_ = 4, int PREFETCH_ = 0>
 struct GemvConfig {
-  static constexpr int MAX_M = MAX_M_, WARPS = WARPS_, MAX_SPLITS = MAX_SPLITS_, UNROLL = UNROLL_, PREFETCH = PREFETCH_,
-                       PIPELINE = PIPELINE_;
+  static constexpr int MAX_M = MAX_M_, WARPS = WARPS_, MAX_SPLITS = MAX_SPLITS_, UNROLL = UNROLL_, PREFETCH = PREFETCH_;
 };
 
 // Tensor cores (gemm_tensorcore.cuh): mma.sync with a cp.async pipeline; split-K into the

@@ -166,6 +166,9 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
            << "\n";
     open_block("__global__ void __launch_bounds__(" + std::to_string(threads) + ") " + kernel_name(f, k) + "(" +
                compute_params(f, buffers, stage) + ")");
+    // Launched in stream order (all earlier work has finished): the next kernel, where it is
+    // launched programmatically (the small-M contraction), may start now and prefetch its weights.
+    line() << "kiln::gemm::detail::pdl_trigger();\n";
     stmt(stage);
     close_block();
   }
@@ -441,6 +444,21 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   operand("problem.a", op->a);
   for (size_t j = 0; j < op->b.size(); ++j) operand("problem.b[" + s(j) + "]", op->b[j]);
   line() << "problem.num_b = " << op->b.size() << ";\n";
+  // B may be read before the kernel launched before this one has finished (gemm_problem.cuh) when
+  // every B is a function input (which no kernel of the function writes) and a generated kernel
+  // of this call was launched earlier (always, unlike a template, which launches nothing for an
+  // empty problem): it started after all the caller's work had finished, and kiln's kernels let
+  // the next one start only from such a point (kernels/gemm/gemm_ptx.cuh: pdl_trigger).
+  bool b_early = false;
+  for (size_t k = 0; k < stage; ++k) {
+    b_early = b_early || (!f.stages[k].as<TemplateContraction>() && !f.stages[k].as<TemplateAttention>());
+  }
+  for (const ContractionOperand& b : op->b) {
+    bool input = false;
+    for (const Buffer& in : f.func->inputs) input = input || in.same_as(b.buffer);
+    b_early = b_early && input;
+  }
+  if (b_early) line() << "problem.b_early = true;  // B: function inputs, read after a generated kernel of this call started\n";
   const std::string args = compute_args(f, buffers_used(f, op->epilogue));
   line() << "const " << epilogue_name(f, stage) << " epilogue{" << args << "};\n";
   if (op->b[0].window) {

@@ -121,6 +121,38 @@ TEST(GemmTemplate, EpilogueSaysWhetherItReadsRowsAndIsLong) {
   EXPECT_NE(biased.find("kReadsRows = false, kLong = false;"), std::string::npos) << biased;
 }
 
+// Problem::b_early (the small-M kernel prefetches B before the previous kernel has finished) only
+// where that is safe: B is a function input and a generated kernel of the call was launched before
+// the contraction. Not for a contraction that is the call's first kernel (the caller's last kernel
+// may still be writing B), and not for a B that an earlier kernel of the call writes.
+TEST(GemmTemplate, BIsReadEarlyOnlyWhenItIsAnInputAndNotTheFirstKernel) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {var("tokens"), Expr(64)});
+  const int w = t.input("w", DType::Float16, {Expr(64), Expr(128)});
+  const int v = t.input("v", DType::Float16, {Expr(64), Expr(128)});
+  const int normed = t.node("normed", OpKind::Tanh, {x});
+  const int proj = t.node("proj", OpKind::MatMul, {normed, w});
+  const int b_temp = t.node("b_temp", OpKind::Sigmoid, {t.node("w_t", OpKind::Transpose, {v})});
+  t.output(t.node("second", OpKind::MatMul, {proj, b_temp}));
+  std::vector<LoweredFunc> funcs;
+  for (auto& f : codegen::lower_graph(t.graph, codegen::Target::Cuda, "early")) funcs.push_back(std::move(f.func));
+  test::TestGraph first(17, false);
+  const int x1 = first.input("x", DType::Float16, {var("tokens"), Expr(64)});
+  first.output(first.node("proj", OpKind::MatMul, {x1, first.input("w", DType::Float16, {Expr(64), Expr(128)})}));
+  for (auto& f : codegen::lower_graph(first.graph, codegen::Target::Cuda, "first")) funcs.push_back(std::move(f.func));
+  const std::string text = codegen::generate_module(funcs, codegen::Target::Cuda);
+  std::vector<std::string> calls;  // each template call's problem setup, in order
+  for (size_t at = text.find("kiln::gemm::Problem problem;"); at != std::string::npos;
+       at = text.find("kiln::gemm::Problem problem;", at + 1)) {
+    calls.push_back(text.substr(at, text.find("const cudaError_t launched", at) - at));
+  }
+  ASSERT_EQ(calls.size(), 3u) << text;
+  EXPECT_NE(calls[0].find("problem.b_early = true;"), std::string::npos) << "w after the Tanh kernel:\n" << calls[0];
+  EXPECT_EQ(calls[1].find("b_early"), std::string::npos) << "B written by this call:\n" << calls[1];
+  EXPECT_EQ(calls[2].find("b_early"), std::string::npos) << "the call's first kernel:\n" << calls[2];
+  EXPECT_NE(text.find("kiln::gemm::detail::pdl_trigger();"), std::string::npos) << "generated kernels let the next one start";
+}
+
 // kiln builds sm_90 as sm_90a, with the define that lets the host code call the Hopper kernel;
 // other architectures as they are.
 TEST(GemmTemplate, Sm90BuildsAsSm90aWithTheHopperKernel) {
