@@ -25,7 +25,9 @@
 // start while the kernel before it on the stream finishes. Where Problem::b_early says no earlier
 // work writes B (a weight), each warp first asks L2 for its first kPdlRounds rounds of B; every
 // block then waits (pdl_wait) before it reads A or runs the epilogue, and lets the next kernel's
-// blocks start (pdl_trigger) only after that wait.
+// blocks start (pdl_trigger) once it has streamed its part of B, beside its reduction and
+// epilogue (triggered right after the wait, a chain of 16384 x 2048 calls ran 8% slower:
+// bench/gemm/NOTES.md, run s17b).
 //
 // k contiguous (B as [N, K], nn.Linear / Gemm transB): lane (g, t) loads 16 bytes of rows g and
 // g + 8 of each of the warp's two 16-row tiles at k = 8t..8t+7 of a 32-wide k-step; the k order inside a step is permuted the same way
@@ -256,14 +258,14 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
           for (int h = 0; h < 2; ++h)
             if (s0 * 32 + 8 * t < p.k) prefetch_l2(w_row[j][s][h] + s0 * 32 + 8 * t);
   }
-  pdl_wait();     // A and the epilogue's operands may be the previous kernel's outputs
-  pdl_trigger();  // the next kernel's blocks may now start and prefetch their weights
+  pdl_wait();  // A and the epilogue's operands may be the previous kernel's outputs
   for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
     WRound w;
     XRound xs;
     load(s0, w, xs);
     multiply(s0, w, xs);
   }
+  pdl_trigger();  // B is streamed: the next kernel's blocks may start (and prefetch) beside the reduction
 
   // acc[j][(s JT + jj) 4 + e]: e = 0, 1: column n0 + 16s + g, rows 8jj + 2t, +1; e = 2, 3: column
   // n0 + 16s + g + 8.
@@ -389,14 +391,14 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
             if (kr < p.k && n_valid > 0) prefetch_l2(w_col[j] + kr * p.b[j].stride_k);
           }
   }
-  pdl_wait();     // A and the epilogue's operands may be the previous kernel's outputs
-  pdl_trigger();  // the next kernel's blocks may now start and prefetch their weights
+  pdl_wait();  // A and the epilogue's operands may be the previous kernel's outputs
   for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
     WRound w;
     XRound xs;
     load(s0, w, xs);
     multiply(s0, w, xs);
   }
+  pdl_trigger();  // B is streamed: the next kernel's blocks may start (and prefetch) beside the reduction
 
   // Tile q, fragment row g -> word 2q (rows 0-7) or 2q + 1 (rows 8-15) of the lanes that loaded
   // n = 8(g/2) + 2 word + g%2.
