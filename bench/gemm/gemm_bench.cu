@@ -10,7 +10,7 @@
 //
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel;
 // -DBENCH_GEMV_ONLY=1 builds only the small-M paths (and simt) for mode gemv.
-// Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall|gemv|gemv-small] [results.md]
+// Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall|gemv|gemv-small|gemvprofile] [results.md]
 //   wg: the Hopper kernel (gemm_wgmma.cuh) checked on the edge shapes and timed at M >= 816 (and M = 16 against the small-M kernel) in both
 //   B layouts, with its host cost; wgsmall: only its edge checks under 2M MACs.
 //   gemv: the small-M checks (edge shapes, both B layouts, split-K clusters, dual B, fallback),
@@ -1034,6 +1034,27 @@ int main(int argc, char** argv) {
     for (Path path : {kTc128x128, kTc128x256k64})
       for (int i = 0; i < 2; ++i) CHECK_CUDA(run_path(path, o.p, e, nullptr, 0, 0));
     CHECK_CUDA(cudaDeviceSynchronize());
+    return 0;
+  }
+  if (mode == "gemvprofile") {  // unchecked, for ncu (gemv_ncu.sh): per shape M = 1, B [K, N], the read kernel then the default gemv
+    unsigned* sink;
+    CHECK_CUDA(cudaMalloc(&sink, 4));
+    const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
+    for (auto& d : nk) {
+      Shape sh{1, d[0], d[1]};
+      sh.b_k = false;
+      Operands o;
+      o.make(sh, 1);
+      T* out;
+      CHECK_CUDA(cudaMalloc(&out, size_t(sh.n) * sizeof(T)));
+      const StoreEpilogue e{out, sh.m, sh.n};
+      const int64_t n16 = 2 * sh.n * sh.k / 16;
+      for (int i = 0; i < 2; ++i) read_kernel<<<sms * 4, 256>>>(reinterpret_cast<const uint4*>(o.b[0].dev), n16, sink);
+      for (int i = 0; i < 2; ++i) CHECK_CUDA(run_path(sh.n > 4096 ? kGemv4 : kGemv16, o.p, e, nullptr, 0, 0));
+      CHECK_CUDA(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaFree(out));
+      o.release();
+    }
     return 0;
   }
   if (mode == "gemv-small") {  // the small-M edge checks under 2M MACs (for compute-sanitizer)

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "gemm_problem.cuh"
@@ -105,6 +106,30 @@ __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// Whether the device code of this build, as the current device runs it, was compiled for sm_90+
+// (PTX version >= 9.0), i.e. holds the pdl_wait() of the kernels that call it: only then may they
+// be launched with programmatic dependent launch. Looked up once per device through an empty kernel
+// compiled with the same flags.
+template <int>
+__global__ void pdl_probe_kernel() {}
+inline bool device_code_has_pdl() {
+  static std::atomic<int> cache[64];  // per device: 0 not looked up, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  int known = cache[dev].load(std::memory_order_relaxed);
+  if (known == 0) {
+    cudaFuncAttributes attr{};
+    const bool ok = cudaFuncGetAttributes(&attr, pdl_probe_kernel<0>) == cudaSuccess && attr.ptxVersion >= 90;
+    if (!ok) (void)cudaGetLastError();
+    known = ok ? 1 : 2;
+    cache[dev].store(known, std::memory_order_relaxed);
+  }
+  return known == 1;
 }
 
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }

@@ -430,17 +430,16 @@ inline void gemv_device(int& sms, int& major) {
   }
 }
 
-// Whether gemv launches use programmatic dependent launch: on sm_90+ devices unless KILN_GEMV_PDL=0
-// (benchmarks compare the two in one process). Its kernels start while the kernel before them
-// finishes, prefetch B where Problem::b_early allows, and wait (pdl_wait) before reading anything else.
+// Whether gemv launches use programmatic dependent launch: unless KILN_GEMV_PDL=0 (benchmarks
+// compare the two in one process), where the device code was compiled for sm_90+ and so holds the
+// kernels' pdl_wait (device_code_has_pdl: a library built for an older architecture and run here
+// through the driver's JIT has none, and its kernels must not start early).
 inline bool gemv_pdl() {
   static const bool off = [] {
     const char* v = std::getenv("KILN_GEMV_PDL");
     return v != nullptr && std::strcmp(v, "0") == 0;
   }();
-  int sms = 1, major = 0;
-  gemv_device(sms, major);
-  return major >= 9 && !off;
+  return !off && device_code_has_pdl();
 }
 
 // How many clusters of `splits` CTAs of one gemv kernel instantiation can be resident at once
