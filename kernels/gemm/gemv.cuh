@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
   auto multiply = [&](int64_t s0, const WRound& w, const XRound& xs) {
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
-      if (p.k - ((s0 + u * warps) * 32 + 8 * t) <= -8 * t) break;  // this step is past K for the whole warp
+      if ((s0 + u * warps) * 32 >= p.k) break;  // this step is past K
 #pragma unroll
       for (int jj = 0; jj < JT; ++jj) {
         if (jj >= jt) break;
