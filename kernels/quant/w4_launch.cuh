@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "../gemm/gemm_ptx.cuh"  // device_code_has_pdl
 #include "w4_gemm.cuh"
 #include "w4_gemm_sm90.cuh"
 #include "w4_gemm_sm90_rs.cuh"
@@ -111,33 +112,13 @@ inline bool gemv19_default_takes(int m, int n, int k) {
   return m >= 2 && k >= 16384 && gemv19_applies(m, n, k);
 }
 
-// An empty kernel compiled with this build's flags: its PTX version says whether the device code
-// the current device runs was compiled for sm_90+, i.e. holds the kernels' grid_dependency_wait().
-template <int>
-__global__ void pdl_probe_kernel() {}
-
 // Programmatic dependent launch: on unless KILN_QUANT_PDL=0 (griddepcontrol.wait then returns at
-// once), and only where the device code holds the waits (a library built for an older
-// architecture and run on sm_90+ through the driver's JIT has none: its kernels must not start
-// early). Looked up once per device.
+// once), and only where the device code holds the waits (kernels/gemm/gemm_ptx.cuh: a library
+// built for an older architecture and run on sm_90+ through the driver's JIT has none, and its
+// kernels must not start early).
 inline bool pdl_enabled() {
   const char* pdl = std::getenv("KILN_QUANT_PDL");
-  if (pdl && pdl[0] == '0') return false;
-  static std::atomic<int> cache[64];  // per device: 0 not looked up, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  int known = cache[dev].load(std::memory_order_relaxed);
-  if (known == 0) {
-    cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, pdl_probe_kernel<0>) == cudaSuccess && attr.ptxVersion >= 90;
-    if (!ok) (void)cudaGetLastError();
-    known = ok ? 1 : 2;
-    cache[dev].store(known, std::memory_order_relaxed);
-  }
-  return known == 1;
+  return !(pdl && pdl[0] == '0') && kiln::gemm::detail::device_code_has_pdl();
 }
 
 // GEMM variant for M >= 17: 4 (w4_gemm_sm90_rs.cuh, wgmma on weights decoded in registers) where
