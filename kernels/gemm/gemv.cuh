@@ -165,6 +165,22 @@ __device__ __forceinline__ void gemv_reduce(float (&acc)[NB][kVals], float* red,
 // Rounds of B loads per warp prefetched into L2 before pdl_wait() when B may be read early.
 constexpr int kPdlRounds = 2;
 
+// A warp's share of the k-steps (first, first + stride, ... below `steps`), a round at a time:
+// load(s0, w, x) issues a round's loads into registers, multiply(s0, w, x) runs its mmas. Between
+// pdl_wait() (A and the epilogue's operands may be the previous kernel's outputs) and pdl_trigger()
+// (B is streamed: the next kernel's blocks may start, and prefetch, beside the reduction).
+template <typename WRound, typename XRound, typename Load, typename Multiply>
+__device__ __forceinline__ void gemv_rounds(int64_t first, int64_t steps, int64_t stride, Load& load, Multiply& multiply) {
+  pdl_wait();
+  for (int64_t s0 = first; s0 < steps; s0 += stride) {
+    WRound w;
+    XRound x;
+    load(s0, w, x);
+    multiply(s0, w, x);
+  }
+  pdl_trigger();
+}
+
 // B with k contiguous. CTA: 32 output columns (two 16-column tiles per warp, sharing the A
 // loads); k-step: 32.
 template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
@@ -258,14 +274,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue 
           for (int h = 0; h < 2; ++h)
             if (s0 * 32 + 8 * t < p.k) prefetch_l2(w_row[j][s][h] + s0 * 32 + 8 * t);
   }
-  pdl_wait();  // A and the epilogue's operands may be the previous kernel's outputs
-  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
-    WRound w;
-    XRound xs;
-    load(s0, w, xs);
-    multiply(s0, w, xs);
-  }
-  pdl_trigger();  // B is streamed: the next kernel's blocks may start (and prefetch) beside the reduction
+  gemv_rounds<WRound, XRound>(first, steps, warps * kSteps, load, multiply);
 
   // acc[j][(s JT + jj) 4 + e]: e = 0, 1: column n0 + 16s + g, rows 8jj + 2t, +1; e = 2, 3: column
   // n0 + 16s + g + 8.
@@ -391,14 +400,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue 
             if (kr < p.k && n_valid > 0) prefetch_l2(w_col[j] + kr * p.b[j].stride_k);
           }
   }
-  pdl_wait();  // A and the epilogue's operands may be the previous kernel's outputs
-  for (int64_t s0 = first; s0 < steps; s0 += warps * kSteps) {
-    WRound w;
-    XRound xs;
-    load(s0, w, xs);
-    multiply(s0, w, xs);
-  }
-  pdl_trigger();  // B is streamed: the next kernel's blocks may start (and prefetch) beside the reduction
+  gemv_rounds<WRound, XRound>(first, steps, warps * kSteps, load, multiply);
 
   // Tile q, fragment row g -> word 2q (rows 0-7) or 2q + 1 (rows 8-15) of the lanes that loaded
   // n = 8(g/2) + 2 word + g%2.
