@@ -16,7 +16,7 @@
 //    raw sums into its own slice of `partial`; the last CTA of a tile to finish (per-tile counter) adds the
 //    slices in split order (deterministic) and runs the epilogue itself. Variant 2 also skips the
 //    token tiles of a CTA that lie wholly past M (M = 51: 7 of 8) and requests its first weight
-//    stages before grid_dependency_wait() (programmatic dependent launch, as GEMV variant 4+).
+//    stages before pdl_wait() (programmatic dependent launch, as GEMV variant 4+).
 #include "w4_gemv.cuh"
 
 namespace kiln::quant::gpu {
@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(128) w4_gemm_kernel(LinearParams p, Ep ep) {
 #pragma unroll
     for (int s = 0; s < kGemmStages - 1; ++s)
       if (s < steps) issue_weight_stage<F, T>(p, warp_stage(s), row0, g, lane, kt + 128 * s);
-    grid_dependency_wait();
-    grid_launch_dependents();
+    pdl_wait();
+    pdl_trigger();
 #pragma unroll
     for (int s = 0; s < kGemmStages - 1; ++s) {
       if (s < steps) stage_activations<T>(p, act_stage(s), tok0, (step0 + s) * 128);

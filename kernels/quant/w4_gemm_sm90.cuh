@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       if (n < mine) sm90w4::issue_raw_slot<F>(p, slot(n), rr, kbase + 64 * (wg + P * n));
       cp_async_commit();
     }
-    grid_dependency_wait();  // x belongs to the previous kernel until here
-    grid_launch_dependents();
+    pdl_wait();  // x belongs to the previous kernel until here
+    pdl_trigger();
     for (int n = 0; n < mine; ++n) {
       if (n + R - 1 < mine)
         sm90w4::issue_raw_slot<F>(p, slot(n + R - 1), rr, kbase + 64 * (wg + P * (n + R - 1)));
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   }
 
   // ---- consumers: warpgroup c owns rows 64c..64c+63 of the tile ----
-  grid_dependency_wait();  // the epilogue may read what the previous kernel wrote
+  pdl_wait();  // the epilogue may read what the previous kernel wrote
   const int c = wg - P, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   float acc[BN / 2];
 #pragma unroll

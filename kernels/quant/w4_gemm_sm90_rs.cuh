@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(kRsThreads, 1)
         KILN_W4_RS_TRACE(0, s);
         issue_w(s);  // the ring is empty: no wait
       }
-    grid_dependency_wait();  // x belongs to the previous kernel until here
-    grid_launch_dependents();
+    pdl_wait();  // x belongs to the previous kernel until here
+    pdl_trigger();
     if (r == 0)
       for (int s = 0; s < first; ++s) issue_x(s);
     for (int s = 0; s < stages; ++s) {
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kRsThreads, 1)
 
   // ---- consumers: warpgroup 1 + c owns rows 64c..64c+63 of the tile ----
   setmaxnreg_inc<232>();
-  grid_dependency_wait();  // the epilogue may read what the previous kernel wrote
+  pdl_wait();  // the epilogue may read what the previous kernel wrote
   const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
   const int r0 = 64 * c + 16 * warp + lane / 4;  // the thread's rows r0 and r0 + 8 of the tile

@@ -124,8 +124,8 @@ __global__ void __launch_bounds__(kSsThreads, 1)
 
   // ---- consumer ----
   setmaxnreg_inc<232>();
-  grid_dependency_wait();  // x, and what the epilogue reads, belong to the previous kernel until here
-  grid_launch_dependents();
+  pdl_wait();  // x, and what the epilogue reads, belong to the previous kernel until here
+  pdl_trigger();
   const int tid = threadIdx.x;
   auto issue_x = [&](int s) {
     mbar_expect_tx(xfull(s % SX), L::kXBytes);

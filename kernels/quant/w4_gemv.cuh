@@ -12,6 +12,7 @@
 // cp.async ring in shared memory (x comes from L2, whose latency would otherwise serialize steps).
 // Epilogue: the warps' partial sums meet in shared memory; scales, bias and the gated
 // activation are applied in fp32.
+#include "../gemm/gemm_ptx.cuh"  // pdl_wait, pdl_trigger
 #include "w4_params.cuh"
 
 namespace kiln::quant::gpu {
@@ -249,20 +250,12 @@ __host__ __device__ constexpr int gemv4_depth() {
   return NT == 1 && F != Format::Int4 ? 8 : 6;
 }
 
-// Programmatic dependent launch (sm_90+; no-ops below): a kernel launched with
-// cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel before it on the
-// stream still runs. It may read only constants (weights, scales) before grid_dependency_wait(),
-// which returns once that kernel has finished and its writes are visible.
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void grid_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// Programmatic dependent launch (kernels/gemm/gemm_ptx.cuh; sm_90+, no-ops below): a kernel
+// launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel
+// before it on the stream still runs. It may read only constants (weights, scales) before
+// pdl_wait(), which returns once that kernel has finished and its writes are visible.
+using kiln::gemm::detail::pdl_trigger;
+using kiln::gemm::detail::pdl_wait;
 
 // Variant 6's activation stage: the CTA's valid tokens (at most 8 * NT) x all of K, in shared
 // memory, each 128-k block of a token row laid out with swizzle_unit (conflict-free reads).
@@ -314,14 +307,14 @@ constexpr size_t gemv_weight_ring_bytes(int warps) { return size_t(warps) * kWei
 //  4: as 1 with gemv4_depth() (8) weight steps in flight per warp, one warp per 16-row tile
 //     unless N is small (w4_launch.cuh: ~8 warps per SM, one wave), and launched as a
 //     programmatic dependent launch: the first weight steps are requested before
-//     grid_dependency_wait(), i.e. while the previous kernel on the stream (the previous layer)
+//     pdl_wait(), i.e. while the previous kernel on the stream (the previous layer)
 //     drains, hiding launch latency, ramp-up and tail. Contract: weights and scales must not be
 //     written by the kernel directly before on the stream (they are model constants).
 //  5: as 4 (programmatic dependent launch; 6 steps deep), with variant 1's K split (~16 warps per
 //     SM, half the steps per warp of 4 for large N) and the accumulators of a step split into
 //     independent mma chains (mma_step_chains: 4 at NT = 1, 2 at NT = 2).
 //  6 (KILN_QUANT_GEMV_VARIANT=6; not the default until timed): as 5, but x is staged once:
-//     right after grid_dependency_wait() the CTA copies its valid tokens x all of K into shared
+//     right after pdl_wait() the CTA copies its valid tokens x all of K into shared
 //     memory (one L2 round trip per CTA, behind the weight requests
 //     already queued) and every step reads x from there, so no step waits on L2 for x (variant
 //     5 issued one L2 round trip per step, queued behind the weight flood). The x registers this
@@ -386,11 +379,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
   for (int d = 0; d < kRing; ++d) {
     if (d < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
   }
-  grid_dependency_wait();  // x (and y, below) belong to the previous kernel until here
+  pdl_wait();  // x (and y, below) belong to the previous kernel until here
   stage_x_rows<T>(p, reinterpret_cast<T*>(x_stage_raw), tok_base, tokens);
   cp_async_wait<0>();
   __syncthreads();
-  grid_launch_dependents();
+  pdl_trigger();
   for (int base = 0; base < steps; base += kRing) {
 #pragma unroll
     for (int d = 0; d < kRing; ++d) {
@@ -451,8 +444,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w4_gemv_kernel(LinearParams p,
     if (d < steps) ring[d] = load_weight_step<F, T>(p, row0 + g, kbegin + 128 * d);
   }
   if constexpr (kVariant >= 4) {
-    grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
-    grid_launch_dependents();  // the next kernel may now start and request its weights
+    pdl_wait();    // x (and y, below) belong to the previous kernel until here
+    pdl_trigger();  // the next kernel may now start and request its weights
   }
   ActStep<NT> xa = load_act_step<T, NT>(p, tok_base, g, kbegin);
   for (int base = 0; base < steps; base += kRing) {

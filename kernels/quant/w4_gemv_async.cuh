@@ -164,10 +164,10 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv8_kernel(LinearPar
   for (int j = 0; j < CPW; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) xraw[j][i] = make_uint4(0, 0, 0, 0);
-  if constexpr (EARLY) grid_launch_dependents();
+  if constexpr (EARLY) pdl_trigger();
   if (p.m > 0) {
-    grid_dependency_wait();  // x (and y, below) belong to the previous kernel until here
-    if constexpr (!EARLY) grid_launch_dependents();  // the next kernel may start and request its weights
+    pdl_wait();  // x (and y, below) belong to the previous kernel until here
+    if constexpr (!EARLY) pdl_trigger();  // the next kernel may start and request its weights
 #pragma unroll
     for (int j = 0; j < CPW; ++j) {
       const T* src = static_cast<const T*>(p.x) + (warp + j * warps) * kGemv7Chunk + 32 * lane;
@@ -240,10 +240,10 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32, 2) w4_gemv10_kernel(Linea
   uint4 xraw[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) xraw[i] = make_uint4(0, 0, 0, 0);
-  if constexpr (EARLY) grid_launch_dependents();
+  if constexpr (EARLY) pdl_trigger();
   if (p.m > 0) {  // never false: keeps the wait and the x loads in a block of their own (variant 8)
-    grid_dependency_wait();
-    if constexpr (!EARLY) grid_launch_dependents();
+    pdl_wait();
+    if constexpr (!EARLY) pdl_trigger();
     const T* src = static_cast<const T*>(p.x) + warp * kGemv7Chunk + 32 * lane;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {

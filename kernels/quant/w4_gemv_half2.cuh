@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(kGemv7MaxWarps * 32, CPW == 1 ? 2 : 1) w4_gemv
   for (int j = 0; j < CPW; ++j)
 #pragma unroll
     for (int r = 0; r < kGemv7Rows; ++r) u[j][r] = load_unit<F, T>(p, row0 + r, (warp + j * warps) * kGemv7Chunk + 32 * lane);
-  grid_dependency_wait();    // x (and y, below) belong to the previous kernel until here
-  grid_launch_dependents();  // the next kernel may start and request its weights
+  pdl_wait();    // x (and y, below) belong to the previous kernel until here
+  pdl_trigger();  // the next kernel may start and request its weights
   float acc[kGemv7Rows];
 #pragma unroll
   for (int j = 0; j < CPW; ++j) {

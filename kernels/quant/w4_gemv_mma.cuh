@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kGemv9MaxWarps * 32, 1) w4_gemv9_kernel(Linear
 #pragma unroll
       for (int i = 0; i < 4; ++i) xs[s].x[j][i] = make_uint4(0, 0, 0, 0);
   if (p.m > 0) {
-    grid_dependency_wait();    // x (and y) belong to the previous kernel until here
-    grid_launch_dependents();  // the next kernel may start and request its weights
+    pdl_wait();    // x (and y) belong to the previous kernel until here
+    pdl_trigger();  // the next kernel may start and request its weights
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const int tok = tok_base + 8 * j + g;

@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv19_kernel(LinearPa
 #pragma unroll
       for (int i = 0; i < 4; ++i) xs[b][s].x[0][i] = make_uint4(0, 0, 0, 0);
   if (p.m > 0) {
-    grid_dependency_wait();  // x (and y, below) belong to the previous kernel until here
-    grid_launch_dependents();
+    pdl_wait();  // x (and y, below) belong to the previous kernel until here
+    pdl_trigger();
     gemv19_load_x<T>(p, g, warp, t, xs[0]);
     gemv19_load_x<T>(p, g, warp, 8 + t, xs[1]);
   }

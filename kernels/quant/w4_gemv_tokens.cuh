@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv15_kernel(LinearPa
 #pragma unroll
     for (int i = 0; i < 4; ++i) xraw[t][i] = make_uint4(0, 0, 0, 0);
   if (p.m > 0) {  // never false: keeps the wait and the x loads in a block of their own (variant 8)
-    grid_dependency_wait();  // x (and y, below) belong to the previous kernel until here
-    grid_launch_dependents();
+    pdl_wait();  // x (and y, below) belong to the previous kernel until here
+    pdl_trigger();
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const T* src = static_cast<const T*>(p.x) + size_t(t) * p.k + warp * kGemv7Chunk + 32 * lane;
