@@ -175,44 +175,36 @@ __host__ __device__ constexpr int gemv7_shift() {
   return F == Format::NvFp4 ? 14 + 8 : F == Format::MxFp4 ? 14 : 0;  // decode 2^-14, E4M3-as-fp16 2^-8
 }
 
+// Sums each of a lane's N values (N = 16, 8 or 4: rows) over the warp: after it acc[0] of lane l holds
+// the warp's sum of the returned row, the same in every lane that shares bits 4..(5 - log2 N) of l.
+// Each step halves the values a lane keeps (the upper half of the lanes keeps the upper rows),
+// then the lanes that share a row add up.
+template <int N>
+__device__ __forceinline__ int butterfly_rows(float (&acc)[N], int lane) {
+  static_assert(N == 16 || N == 8 || N == 4, "butterfly_rows: 16, 8 or 4 rows");
+  int row = 0;
+#pragma unroll
+  for (int half = N / 2, bit = 16; half >= 1; half /= 2, bit /= 2) {
+    const bool upper = lane & bit;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float send = upper ? acc[i] : acc[i + half];
+      const float keep = upper ? acc[i + half] : acc[i];
+      acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, bit);
+    }
+    if (upper) row += half;
+  }
+#pragma unroll
+  for (int bit = 16 / N; bit >= 1; bit /= 2) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], bit);
+  return row;
+}
+
 // The end of variants 7 and 8: lane sums of the 16 rows -> butterfly over the lanes -> warps'
 // sums in shared memory -> tensor scale, bias or gated activation in fp32 -> y.
 template <Format F, typename T, int kMaxW, class Ep>
 __device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&acc)[kGemv7Rows], float (&red)[kMaxW][kGemv7Rows],
                                                int lane, int warp, int warps, int row0, const Ep& ep) {
-  // Butterfly: after it lane l holds the warp's sum of row (l >> 1) & 15... see below.
-  // Step offset 16 halves the 16 values each lane keeps to 8, offset 8 to 4, 4 to 2, 2 to 1;
-  // offset 1 completes the sum. Lane l ends with row r = bits 4,3,2,1 of l mapped below.
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const bool upper = lane & 16;
-    const float send = upper ? acc[i] : acc[i + 8];
-    const float keep = upper ? acc[i + 8] : acc[i];
-    acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const bool upper = lane & 8;
-    const float send = upper ? acc[i] : acc[i + 4];
-    const float keep = upper ? acc[i + 4] : acc[i];
-    acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const bool upper = lane & 4;
-    const float send = upper ? acc[i] : acc[i + 2];
-    const float keep = upper ? acc[i + 2] : acc[i];
-    acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
-  }
-  {
-    const bool upper = lane & 2;
-    const float send = upper ? acc[0] : acc[1];
-    const float keep = upper ? acc[1] : acc[0];
-    acc[0] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
-  }
-  acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
-  // Row held: bit 4 of the lane chose rows 8..15, bit 3 rows +4, bit 2 +2, bit 1 +1.
-  const int row = ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
+  const int row = butterfly_rows<kGemv7Rows>(acc, lane);
   if ((lane & 1) == 0) red[warp][row] = acc[0];
   __syncthreads();
 
