@@ -57,15 +57,15 @@ __device__ __forceinline__ size_t row_scale_bytes(const LinearParams& p) {
   return F == Format::NvFp4 ? size_t(p.k) / 16 : F == Format::MxFp4 ? size_t(p.k) / 32 : 2 * size_t(p.k / p.group);
 }
 
-// Scale pieces of one chunk of ROWS rows (16 bytes each, spread over the lanes); the caller commits.
-template <Format F, int WB = Gemv8Layout::kWeightBytes, int ROWS = kGemv7Rows>
+// Scale pieces of one chunk (16 bytes each, spread over the lanes); the caller commits.
+template <Format F, int WB = Gemv8Layout::kWeightBytes>
 __device__ __forceinline__ void issue_chunk_scales(const LinearParams& p, uint8_t* smem, int row0, int chunk, int lane) {
   const int bytes = chunk_scale_bytes<F>(p.group), pieces = bytes / 16;
   const int tensors = F == Format::Int4 ? 2 : 1;
   const size_t stride = row_scale_bytes<F>(p);
   uint8_t* dst = smem + WB;
-  for (int q = lane; q < ROWS * pieces * tensors; q += 32) {
-    const int tensor = q / (ROWS * pieces), rem = q - tensor * ROWS * pieces;
+  for (int q = lane; q < kGemv7Rows * pieces * tensors; q += 32) {
+    const int tensor = q / (kGemv7Rows * pieces), rem = q - tensor * kGemv7Rows * pieces;
     const int r = rem / pieces, part = rem - r * pieces;
     const uint8_t* base = static_cast<const uint8_t*>(tensor == 0 ? p.scale : p.zero);
     cp_async16(dst + r * Gemv8Layout::kScaleRowBytes + 64 * tensor + 16 * part,

@@ -18,7 +18,6 @@
 #include "kiln/runtime/tvm_ffi_export.h"
 #include "kiln/runtime/validate.h"
 #include "w4_launch.cuh"
-#include "w4_mlp_fused.cuh"
 
 namespace kiln::quant::gpu {
 namespace {
@@ -79,7 +78,7 @@ size_t workspace_bytes(const int64_t* s) {
   if constexpr (E == Entry::Mlp) {
     const int h = int(s[1]), n2 = int(s[4]), i = n2 / 2;
     const size_t hidden = (size_t(m) * i * sizeof(T) + 255) / 256 * 256;
-    return std::max(hidden + std::max(linear_partial_bytes(m, n2, h), linear_partial_bytes(m, h, i)), mlp_fused_workspace_bytes(m, h, i));
+    return hidden + std::max(linear_partial_bytes(m, n2, h), linear_partial_bytes(m, h, i));
   } else {
     return linear_partial_bytes(m, int(s[1]), int(s[2]));
   }
@@ -230,6 +229,7 @@ int32_t call(const DLTensor* args, int32_t num_args, void* workspace, void* stre
     p.act = A;
     p.bias = nullptr;
     p.y = hidden;
+    if (int32_t st = launch_status(sig, launch_linear<F, T>(p, partial, stream))) return st;
     LinearParams d = p;
     d.x = hidden;
     fill_weight<F>(d, args, next);
@@ -238,16 +238,6 @@ int32_t call(const DLTensor* args, int32_t num_args, void* workspace, void* stre
     d.group = g2;
     d.act = Activation::None;
     d.y = data(num_args - 1);
-    if (mlp_fused_enabled()) {  // opt-in: one kernel at M = 1 where all its CTAs fit on the device at once
-      const MlpFusedPlan plan = mlp_fused_plan<F, T>(p.m, int(h), int(i));
-      if (plan.ctas > 0) {
-        const MlpFusedParams fp{p, d, static_cast<float*>(workspace)};
-        const int32_t st = launch_status(sig, launch_mlp_fused<F, T>(plan, fp, pdl_enabled(), stream));
-        last_gemm_path = mlp_fused_pdl_ok ? "fused MLP (M = 1, one kernel)" : "fused MLP (M = 1, one kernel; cooperative launch without PDL)";
-        return st;
-      }
-    }
-    if (int32_t st = launch_status(sig, launch_linear<F, T>(p, partial, stream))) return st;
     return launch_status(sig, launch_linear<F, T>(d, partial, stream));
   } else {
     if (int32_t st = check_blocks<F>(sig, "weight", s[2], s[3], s[4], &p.group)) return st;
