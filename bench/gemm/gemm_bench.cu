@@ -10,6 +10,7 @@
 //
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel;
 // -DBENCH_GEMV_ONLY=1 builds only the small-M paths (and simt) for mode gemv.
+// GEMV_QUICK=1 (mode gemv): no edge checks, and only B [K, N] at M = 1 and 8 in the timing.
 // Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall|gemv|gemv-small|gemvprofile] [results.md]
 //   wg: the Hopper kernel (gemm_wgmma.cuh) checked on the edge shapes and timed at M >= 816 (and M = 16 against the small-M kernel) in both
 //   B layouts, with its host cost; wgsmall: only its edge checks under 2M MACs.
@@ -128,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kGemv16u2, kGemv16u2b2, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -165,6 +166,8 @@ static const char* path_name(Path p) {
     case kGemv8pf: return "gemv<16,8,8,4,1> (L2 256B)";
     case kGemv8s2: return "gemv<16,8,2> (split <= 2)";
     case kGemv16u8: return "gemv<16,16,8,8> (unroll 8)";
+    case kGemv16u2: return "gemv<16,16,8,2> (unroll 2)";
+    case kGemv16u2b2: return "gemv<16,16,8,2,0,2> (unroll 2, 2 blocks an SM)";
     case kSimt: return "simt";
   }
   return "?";
@@ -269,6 +272,12 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kGemv16u8:
       if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 8, 8>>(p, e, s);
+      break;
+    case kGemv16u2:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 8, 2>>(p, e, s);
+      break;
+    case kGemv16u2b2:
+      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 8, 2, 0, 2>>(p, e, s);
       break;
     case kSimt:
       return kg::simt<T>(p, e, s);
@@ -884,7 +893,7 @@ static void run_gemv_checks() {
       o.make(s, epi == Epi::GateUp ? 2 : 1);
       std::vector<Path> paths;
       if (epi == Epi::Store) {
-        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8});
+        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kGemv16u2, kGemv16u2b2});
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kGemv8});
       } else {
@@ -937,10 +946,13 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
        "|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
   const float alpha = 1.0f, beta = 0.0f;
-  for (int lay = 0; lay < 2; ++lay)
+  // GEMV_QUICK=1: B [K, N] and M = 1, 8 only (each path still checked at each shape before it is timed).
+  const bool quick = std::getenv("GEMV_QUICK") && std::string(std::getenv("GEMV_QUICK")) == "1";
+  for (int lay = 0; lay < (quick ? 1 : 2); ++lay)
     for (auto& d : nk) {
       double read_iso = 0, read_b2b = 0;
       for (int64_t m : {1, 8, 16}) {
+        if (quick && m == 16) continue;
         Shape s{m, d[0], d[1]};
         s.b_k = lay == 1;  // [K, N] (MatMul, the benchmark's layout) first
         Operands o;
@@ -976,7 +988,7 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
           }
         });
         std::vector<Path> paths;
-        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv16u8});
+        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv16u8, kGemv16u2, kGemv16u2b2});
         for (Path path : paths) {
           const CheckResult r = check(o, path, Epi::Store, nullptr, 0, true);
           if (!r.ok) {
@@ -1064,7 +1076,7 @@ int main(int argc, char** argv) {
     return g_failures ? 1 : 0;
   }
   if (mode == "gemv") {
-    run_gemv_checks();
+    if (!(std::getenv("GEMV_QUICK") && std::string(std::getenv("GEMV_QUICK")) == "1")) run_gemv_checks();
     cublasHandle_t handle;
     CHECK_CUBLAS(cublasCreate(&handle));
     Timer timer;
