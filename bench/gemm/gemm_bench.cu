@@ -129,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kGemv16u2, kGemv16u2b2, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -166,8 +166,6 @@ static const char* path_name(Path p) {
     case kGemv8pf: return "gemv<16,8,8,4,1> (L2 256B)";
     case kGemv8s2: return "gemv<16,8,2> (split <= 2)";
     case kGemv16u8: return "gemv<16,16,8,8> (unroll 8)";
-    case kGemv16u2: return "gemv<16,16,8,2> (unroll 2)";
-    case kGemv16u2b2: return "gemv<16,16,8,2,0,2> (unroll 2, 2 blocks an SM)";
     case kSimt: return "simt";
   }
   return "?";
@@ -272,12 +270,6 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kGemv16u8:
       if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 8, 8>>(p, e, s);
-      break;
-    case kGemv16u2:
-      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 8, 2>>(p, e, s);
-      break;
-    case kGemv16u2b2:
-      if constexpr (E::kAllPaths) return kg::gemv<T, kg::GemvConfig<16, 16, 8, 2, 0, 2>>(p, e, s);
       break;
     case kSimt:
       return kg::simt<T>(p, e, s);
@@ -893,7 +885,7 @@ static void run_gemv_checks() {
       o.make(s, epi == Epi::GateUp ? 2 : 1);
       std::vector<Path> paths;
       if (epi == Epi::Store) {
-        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kGemv16u2, kGemv16u2b2});
+        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8});
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kGemv8});
       } else {
@@ -988,7 +980,7 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
           }
         });
         std::vector<Path> paths;
-        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv16u8, kGemv16u2, kGemv16u2b2});
+        add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv16u8});
         for (Path path : paths) {
           const CheckResult r = check(o, path, Epi::Store, nullptr, 0, true);
           if (!r.ok) {

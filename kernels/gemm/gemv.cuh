@@ -183,8 +183,8 @@ __device__ __forceinline__ void gemv_rounds(int64_t first, int64_t steps, int64_
 
 // B with k contiguous. CTA: 32 output columns (two 16-column tiles per warp, sharing the A
 // loads); k-step: 32.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, int MIN_BLOCKS = 1>
-__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+__global__ void __launch_bounds__(WARPS * 32) gemv_k_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8, kTiles = 2;
   constexpr int kSteps = UNROLL > 1 ? UNROLL / 2 : 1;  // steps per round: UNROLL x 2 B loads per lane
   __shared__ float red[gemv_red_floats<WARPS, kTiles * JT * 4, NB>()];
@@ -288,8 +288,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) gemv_k_kernel(Problem 
 }
 
 // B with n contiguous. CTA: 32 output columns; k-step: 32.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, int MIN_BLOCKS = 1>
-__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+__global__ void __launch_bounds__(WARPS * 32) gemv_n_kernel(Problem p, Epilogue epilogue, int64_t m_begin, int splits) {
   constexpr int NB = Epilogue::kNumB, JT = (MAX_M + 7) / 8;
   __shared__ float red[gemv_red_floats<WARPS, 2 * JT * 4, NB>()];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
@@ -450,14 +450,14 @@ inline bool gemv_pdl() {
 // once per size. Run 1 of bench/gemm/NOTES.md's gemv section: 256 CTAs of 8 warps in clusters
 // of 4, though "one wave" by CTA slots, ran at ~0.7x the speed of 128 CTAs of 16 warps in
 // clusters of 2 doing the same work.
-template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS, int MIN_BLOCKS>
+template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS>
 int64_t gemv_resident(int splits) {
   static std::atomic<int64_t> cache[4];  // splits 1, 2, 4, 8
   const int slot = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
   int64_t resident = cache[slot].load(std::memory_order_relaxed);
   if (resident > 0) return resident;
-  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue, MIN_BLOCKS>
-                            : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue, MIN_BLOCKS>;
+  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>
+                            : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
   int sms = 1, major = 0;
   gemv_device(sms, major);
   int count = 0;
@@ -516,7 +516,6 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   static_assert(Config::MAX_SPLITS == 1 || Config::MAX_SPLITS == 2 || Config::MAX_SPLITS == 4 || Config::MAX_SPLITS == 8,
                 "GemvConfig: MAX_SPLITS 1, 2, 4 or 8 (a portable cluster)");
   static_assert(Config::UNROLL >= 1 && Config::UNROLL <= 8, "GemvConfig: UNROLL 1..8");
-  static_assert(Config::MIN_BLOCKS >= 1 && Config::MIN_BLOCKS * Config::WARPS <= 64, "GemvConfig: MIN_BLOCKS x WARPS <= 64 warps an SM");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   const int64_t batch = p.batch();
@@ -527,20 +526,20 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   const int64_t blocks = (p.n + cols - 1) / cols;
   if (p.k <= 0 || p.num_b != NB || detail::vector_axis(p, p.a, p.m) != 1 || b_axis < 0 || batch > 65535 || blocks > 2147483647)
     return simt<T>(p, epilogue, stream);
-  constexpr int W = Config::WARPS, U = Config::UNROLL, M16 = Config::MAX_M, M8 = M16 < 8 ? M16 : 8, MB = Config::MIN_BLOCKS;
+  constexpr int W = Config::WARPS, U = Config::UNROLL, M16 = Config::MAX_M, M8 = M16 < 8 ? M16 : 8;
   constexpr bool PF = Config::PREFETCH != 0;
   // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
-  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue, MB> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue, MB>;
-  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue, MB> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue, MB>;
+  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue>;
+  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue>;
   const int64_t steps = (p.k + 31) / 32;
   for (int64_t m = 0; m < p.m; m += M16) {
     const bool small = p.m - m <= M8;
     auto kernel = small ? kernel8 : kernel16;
     auto resident = [&](int splits) {
-      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true, MB>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true, MB>(splits))
-                         : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false, MB>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false, MB>(splits));
+      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>(splits))
+                         : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>(splits)
+                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>(splits));
     };
     const int splits = detail::gemv_splits(resident, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
     cudaLaunchConfig_t config = {};

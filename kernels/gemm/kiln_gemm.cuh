@@ -60,13 +60,10 @@ struct TileConfig {
 
 // Small-M configuration: up to MAX_M rows of A per launch, WARPS warps per block, up to
 // MAX_SPLITS blocks (a cluster, sm_90+) splitting K for one strip of outputs, UNROLL k-steps of
-// B loads in flight per lane, PREFETCH: B loads ask L2 for the whole 256-byte block, MIN_BLOCKS:
-// blocks an SM the kernels are compiled to hold at once (__launch_bounds__: 2 x 16 warps leaves
-// 64 registers a thread).
-template <int MAX_M_, int WARPS_, int MAX_SPLITS_ = 8, int UNROLL_ = 4, int PREFETCH_ = 0, int MIN_BLOCKS_ = 1>
+// B loads in flight per lane, PREFETCH: B loads ask L2 for the whole 256-byte block.
+template <int MAX_M_, int WARPS_, int MAX_SPLITS_ = 8, int UNROLL_ = 4, int PREFETCH_ = 0>
 struct GemvConfig {
   static constexpr int MAX_M = MAX_M_, WARPS = WARPS_, MAX_SPLITS = MAX_SPLITS_, UNROLL = UNROLL_, PREFETCH = PREFETCH_;
-  static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
 };
 
 // Tensor cores (gemm_tensorcore.cuh): mma.sync with a cp.async pipeline; split-K into the
