@@ -175,28 +175,35 @@ __host__ __device__ constexpr int gemv7_shift() {
   return F == Format::NvFp4 ? 14 + 8 : F == Format::MxFp4 ? 14 : 0;  // decode 2^-14, E4M3-as-fp16 2^-8
 }
 
-// Sums each of a lane's N values (N = 16, 8 or 4: rows) over the warp: after it acc[0] of lane l holds
-// the warp's sum of the returned row, the same in every lane that shares bits 4..(5 - log2 N) of l.
-// Each step halves the values a lane keeps (the upper half of the lanes keeps the upper rows),
-// then the lanes that share a row add up.
-template <int N>
-__device__ __forceinline__ int butterfly_rows(float (&acc)[N], int lane) {
-  static_assert(N == 16 || N == 8 || N == 4, "butterfly_rows: 16, 8 or 4 rows");
-  int row = 0;
+// Folds a[0, V) across the lanes `offset` apart: with V even, the lanes with the offset's bit
+// keep the upper half and the others the lower half (a[i] is then the sum over both lanes of old
+// a[i + V/2] or a[i]); with V odd every value is summed and both lanes keep all V.
+template <int V, int N>
+__device__ __forceinline__ void fold_lanes(float (&a)[N], int lane, int offset) {
+  static_assert(V <= N, "fold within the array");
+  if constexpr (V % 2 == 0) {
+    const bool upper = lane & offset;
 #pragma unroll
-  for (int half = N / 2, bit = 16; half >= 1; half /= 2, bit /= 2) {
-    const bool upper = lane & bit;
-#pragma unroll
-    for (int i = 0; i < half; ++i) {
-      const float send = upper ? acc[i] : acc[i + half];
-      const float keep = upper ? acc[i + half] : acc[i];
-      acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, bit);
+    for (int i = 0; i < V / 2; ++i) {
+      const float send = upper ? a[i] : a[i + V / 2];
+      const float keep = upper ? a[i + V / 2] : a[i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
     }
-    if (upper) row += half;
-  }
+  } else {
 #pragma unroll
-  for (int bit = 16 / N; bit >= 1; bit /= 2) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], bit);
-  return row;
+    for (int i = 0; i < V; ++i) a[i] += __shfl_xor_sync(0xffffffffu, a[i], offset);
+  }
+}
+
+// Sums each of a lane's 16 row values over the warp: after it acc[0] of every even lane l holds
+// the warp's sum of the returned row (bits 4, 3, 2, 1 of l: rows 8, 4, 2, 1 further).
+__device__ __forceinline__ int butterfly_rows16(float (&acc)[kGemv7Rows], int lane) {
+  fold_lanes<16>(acc, lane, 16);
+  fold_lanes<8>(acc, lane, 8);
+  fold_lanes<4>(acc, lane, 4);
+  fold_lanes<2>(acc, lane, 2);
+  fold_lanes<1>(acc, lane, 1);
+  return ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
 }
 
 // The end of variants 7 and 8: lane sums of the 16 rows -> butterfly over the lanes -> warps'
@@ -204,7 +211,7 @@ __device__ __forceinline__ int butterfly_rows(float (&acc)[N], int lane) {
 template <Format F, typename T, int kMaxW, class Ep>
 __device__ __forceinline__ void gemv7_epilogue(const LinearParams& p, float (&acc)[kGemv7Rows], float (&red)[kMaxW][kGemv7Rows],
                                                int lane, int warp, int warps, int row0, const Ep& ep) {
-  const int row = butterfly_rows<kGemv7Rows>(acc, lane);
+  const int row = butterfly_rows16(acc, lane);
   if ((lane & 1) == 0) red[warp][row] = acc[0];
   __syncthreads();
 

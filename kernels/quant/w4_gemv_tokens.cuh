@@ -81,26 +81,6 @@ __device__ __forceinline__ void unit_dot_tokens(const Gemv7Unit<F, T>& u,
   }
 }
 
-// Folds a[0, V) across the lanes `offset` apart: with V even, the lanes with the offset's bit
-// keep the upper half and the others the lower half (a[i] is then the sum over both lanes of old
-// a[i + V/2] or a[i]); with V odd every value is summed and both lanes keep all V.
-template <int V, int N>
-__device__ __forceinline__ void fold_lanes(float (&a)[N], int lane, int offset) {
-  static_assert(V <= N, "fold within the array");
-  if constexpr (V % 2 == 0) {
-    const bool upper = lane & offset;
-#pragma unroll
-    for (int i = 0; i < V / 2; ++i) {
-      const float send = upper ? a[i] : a[i + V / 2];
-      const float keep = upper ? a[i + V / 2] : a[i];
-      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) a[i] += __shfl_xor_sync(0xffffffffu, a[i], offset);
-  }
-}
-
 template <Format F, typename T, int NT, class Ep>
 __global__ void __launch_bounds__(kGemv8MaxWarps * 32) w4_gemv15_kernel(LinearParams p, Ep ep) {
   extern __shared__ __align__(16) uint8_t gemv8_smem[];
