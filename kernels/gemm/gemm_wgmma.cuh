@@ -366,6 +366,19 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if (stage >= S) stage -= S, phase ^= 1u;
         continue;
       }
+      // A cooperative tile whose rows of this warpgroup all lie past M (at M = 816 the last tile
+      // row is rows 768..895, and rows 832..895 are the second warpgroup's) has nothing to compute
+      // here: the warpgroup passes each stage on once it has landed (so that its release counts
+      // for this use of the stage) and skips the epilogue; the other warpgroup has the tensor
+      // cores to itself.
+      if (!kPingPong && int64_t(tm) * BM + 64 * row0 >= args.m) {
+        for (int ks = ks0; ks < ks1; ++ks) {
+          mbar_wait(full(stage), phase);
+          if (tid == 0) mbar_arrive(empty(stage));
+          if (++stage == S) stage = 0, phase ^= 1u;
+        }
+        continue;
+      }
       // Ping-pong order: this warpgroup's mainloop starts once the other one has waited on every
       // stage of its previous unit. (An mbarrier parity wait can tell only the current phase from
       // the one before, so no warpgroup may wait on a stage two phases ahead.)
