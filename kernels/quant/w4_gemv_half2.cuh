@@ -46,7 +46,8 @@ __device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
 __device__ __forceinline__ float half_lo(uint32_t h) { return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu))); }
 __device__ __forceinline__ float half_hi(uint32_t h) { return __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16))); }
 
-// Pair p (elements 2p, 2p+1 of the word's 8, kernel nibble order) as fp16 pair.
+// Nibbles p and p + 4 of a word (elements 2p, 2p+1 of its 8 in kernel order; p, p+4 in exported
+// order: pair_x_as_stored) as an fp16 pair.
 //  E2M1: v·2^-14 (sign to bit 15, magnitude to bits 11..9).  INT4: q - 8 exactly.
 template <Format F>
 __device__ __forceinline__ uint32_t decode_pair_f16(uint32_t w, int p) {
@@ -59,6 +60,25 @@ __device__ __forceinline__ uint32_t decode_pair_f16(uint32_t w, int p) {
     const uint32_t t = w << (12 - 4 * p);
     return (t & 0x80008000u) | ((t & 0x70007000u) >> 3);
   }
+}
+
+// The activation pairs that the pair decodes of a stored word meet (w4_nibbles.h): x as converted
+// in kernel order; in exported order, which the kernels below read as stored, paired by
+// exported_order_x_pairs: 16 byte permutes per lane and chunk, where reordering every weight word
+// as it is decoded cost ~10 instructions per 8 weights (sm_90a: variant 8's kernel, 2952 -> 2256
+// instructions).
+__device__ __forceinline__ void pair_x_as_stored(uint32_t (&xh)[16]) {
+#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t xp[4] = {xh[4 * i], xh[4 * i + 1], xh[4 * i + 2], xh[4 * i + 3]};
+    exported_order_x_pairs(xp);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) xh[4 * i + q] = xp[q];
+  }
+#else
+  (void)xh;
+#endif
 }
 
 // The lane's 32 activations of token `tok` at k0 as 16 fp16 pairs times 2^s, and 2^-s's
@@ -96,6 +116,7 @@ __device__ __forceinline__ int convert_x_f16(const uint4 (&raw)[4], uint32_t (&x
     if constexpr (F == Format::Int4) sum += __low2float(h) + __high2float(h);
   }
   *xsum = sum;
+  pair_x_as_stored(xh);
   return s;
 }
 
@@ -149,7 +170,7 @@ __device__ __forceinline__ float unit_dot(const Gemv7Unit<F, T>& u, const uint32
   uint32_t h[2] = {0u, 0u};  // words 0-1, words 2-3: 16 weights each
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t w = kernel_nibbles(word_of(u.w, i));  // w4_nibbles.h
+    const uint32_t w = word_of(u.w, i);  // as stored: x is paired to match (pair_x_as_stored)
 #pragma unroll
     for (int q = 0; q < 4; ++q) h[i >> 1] = hfma2(decode_pair_f16<F>(w, q), xh[4 * i + q], h[i >> 1]);
   }

@@ -50,7 +50,7 @@ __device__ __forceinline__ void unit_dot_tokens(const Gemv7Unit<F, T>& u,
   for (int t = 0; t < NT; ++t) h[t][0] = h[t][1] = 0u;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t w = kernel_nibbles(word_of(u.w, i));  // w4_nibbles.h
+    const uint32_t w = word_of(u.w, i);  // as stored: x is paired to match (pair_x_as_stored)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const uint32_t pair = decode_pair_f16<F>(w, q);

@@ -7,9 +7,11 @@
 //   kernel order (include/kiln/quant/Prepack.h, what libkiln_quant takes): nibble p holds
 //     e[0, 2, 4, 6, 1, 3, 5, 7][p], so that the pair (e2p, e2p+1) sits in nibbles p and p + 4.
 // The kernels decode kernel order. Generated code passes kiln.QuantLinear's stored (exported)
-// bytes as they are and defines KILN_QUANT_EXPORT_NIBBLE_ORDER before including the kernels:
-// each word is then reordered in registers as it is decoded (export_to_kernel_nibbles: 5 integer
-// instructions per 8 weights), instead of keeping a second, prepacked copy of the weights.
+// bytes as they are and defines KILN_QUANT_EXPORT_NIBBLE_ORDER before including the kernels,
+// instead of keeping a second, prepacked copy of the weights. The M = 1 GEMVs with half2 math
+// (w4_gemv_half2.cuh) then pair the activations to match the stored nibbles (pair_x_as_stored,
+// once per lane); the other kernels reorder each word in registers as they decode it
+// (export_to_kernel_nibbles: 5 integer instructions per 8 weights, or stored_pair below).
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -34,6 +36,18 @@ KILN_QUANT_HD uint32_t kernel_nibbles(uint32_t word) {
 #else
   return word;
 #endif
+}
+
+// The activation pairs for a word whose pair q is read from nibbles q and q + 4 (the half2
+// decoders of w4_gemv_half2.cuh), from x's pairs in element order: xp[q] = (x[2q], x[2q + 1]) as
+// 16-bit halves (low, high), which kernel order keeps. Exported order holds elements q and q + 4 in
+// those nibbles, so the pairs become (x[q], x[q + 4]).
+KILN_QUANT_HD void exported_order_x_pairs(uint32_t (&xp)[4]) {
+  const uint32_t a = xp[0], b = xp[1], c = xp[2], d = xp[3];  // (x0, x1), (x2, x3), (x4, x5), (x6, x7)
+  xp[0] = (a & 0xffffu) | (c << 16);      // (x0, x4)
+  xp[1] = (a >> 16) | (c & 0xffff0000u);  // (x1, x5)
+  xp[2] = (b & 0xffffu) | (d << 16);      // (x2, x6)
+  xp[3] = (b >> 16) | (d & 0xffff0000u);  // (x3, x7)
 }
 
 KILN_QUANT_HD uint32_t rotate_left(uint32_t x, int n) {

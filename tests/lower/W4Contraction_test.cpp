@@ -137,6 +137,32 @@ TEST(W4Contraction, ExportedOrderPairIsTheReorderedWordsPair) {
   }
 }
 
+// The half2 GEMVs (w4_gemv_half2.cuh) decode pair q of a word from nibbles q and q + 4 and multiply
+// it with x pair q. Reading exported words as stored, with x paired by exported_order_x_pairs, must
+// sum the same products as reading the reordered word with x in element order: each element times
+// its own activation. (Nibbles and activations as integers, so the sums are exact.)
+TEST(W4Contraction, ExportedOrderXPairsMeetTheirElements) {
+  std::mt19937_64 rng(7);
+  auto nibble = [](uint32_t word, int i) { return int64_t((word >> (4 * i)) & 0xfu); };
+  auto dot = [&](uint32_t word, const uint32_t (&xp)[4]) {  // as the decoders pair them
+    int64_t sum = 0;
+    for (int q = 0; q < 4; ++q) sum += nibble(word, q) * int64_t(xp[q] & 0xffffu) + nibble(word, q + 4) * int64_t(xp[q] >> 16);
+    return sum;
+  };
+  for (int w = 0; w < 256; ++w) {
+    const uint32_t word = uint32_t(rng());  // exported order: nibble j holds element j
+    uint16_t x[8];
+    for (uint16_t& v : x) v = uint16_t(rng());
+    int64_t want = 0;
+    for (int j = 0; j < 8; ++j) want += nibble(word, j) * int64_t(x[j]);
+    uint32_t xp[4];
+    for (int q = 0; q < 4; ++q) xp[q] = uint32_t(x[2 * q]) | uint32_t(x[2 * q + 1]) << 16;
+    EXPECT_EQ(dot(quant::gpu::export_to_kernel_nibbles(word), xp), want) << "kernel order, word 0x" << std::hex << word;
+    quant::gpu::exported_order_x_pairs(xp);
+    EXPECT_EQ(dot(word, xp), want) << "exported order, word 0x" << std::hex << word;
+  }
+}
+
 // x [batch, seq, 256] -> NVFP4 QuantLinear 256 -> 64 with bias: one call of the 4-bit kernels, the
 // bias and the cast in its epilogue.
 TEST(W4Contraction, QuantLinearWithBiasIsOneW4Call) {
