@@ -85,7 +85,7 @@ for mode in default ${knob:+off} ${old_kernels:+old}; do
   out="/tmp/ab-$mode"
   if [ "$mode" = old ]; then
     python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$out" --only "$sections" --reuse-built \
-      --work /tmp/kiln-contraction-old --tag "${tag}_old" >> "$log" 2>&1 || echo "bench (old kernels) failed: exit $?" | tee -a "$log"
+      --work /tmp/kiln-contraction-old --tag "${tag}_old" ${BENCH_ARGS:-} >> "$log" 2>&1 || echo "bench (old kernels) failed: exit $?" | tee -a "$log"
   elif [ "$mode" = off ]; then
     env "$knob=0" python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$out" --only "$sections" --reuse-built \
       --tag "${tag}_${knob}0" >> "$log" 2>&1 || echo "bench ($knob=0) failed: exit $?" | tee -a "$log"
