@@ -366,22 +366,26 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         if (stage >= S) stage -= S, phase ^= 1u;
         continue;
       }
-      // A cooperative tile whose rows of this warpgroup all lie past M (at M = 816 the last tile
-      // row is rows 768..895, and rows 832..895 are the second warpgroup's) has nothing to compute
-      // here: the warpgroup passes each stage on once it has landed (so that its release counts
-      // for this use of the stage) and skips the epilogue; the other warpgroup has the tensor
-      // cores to itself. The release waits for all four warps (a named barrier; elsewhere the
-      // warpgroup's wgmmas keep its warps together): a warp still waiting when the stage is
-      // refilled would wait for the wrong phase (a hang in run s19a), or run ahead into the next
-      // tile's stages on a parity that already matches.
-      if (!kPingPong && int64_t(tm) * BM + 64 * row0 >= args.m) {
-        for (int ks = ks0; ks < ks1; ++ks) {
-          mbar_wait(full(stage), phase);
-          named_barrier_sync(3 + cw, 128);  // (the epilogue's barrier of this warpgroup)
-          if (tid == 0) mbar_arrive(empty(stage));
-          if (++stage == S) stage = 0, phase ^= 1u;
+      // A cooperative dual tile with an accumulator set per B whose rows of this warpgroup all lie
+      // past M (at M = 816 the last tile row is rows 768..895, and rows 832..895 are the second
+      // warpgroup's) has nothing to compute here: the warpgroup passes each stage on once it has
+      // landed (so that its release counts for this use of the stage) and skips the epilogue,
+      // leaving the tensor cores to the other warpgroup's two chains of wgmmas (bench/gemm/NOTES.md,
+      // session 19: 2-4% faster at 816 x 16384 x 2048; tiles with one accumulator set ran 2-16%
+      // slower that way, so they compute such rows as before). The release waits for all four
+      // warps (a named barrier; elsewhere the warpgroup's wgmmas keep its warps together): a warp
+      // still waiting when the stage is refilled would wait for the wrong phase (a hang in run
+      // s19a), or run ahead into the next tile's stages on a parity that already matches.
+      if constexpr (!kPingPong && NA == 2) {
+        if (int64_t(tm) * BM + 64 * row0 >= args.m) {
+          for (int ks = ks0; ks < ks1; ++ks) {
+            mbar_wait(full(stage), phase);
+            named_barrier_sync(3 + cw, 128);  // (the epilogue's barrier of this warpgroup)
+            if (tid == 0) mbar_arrive(empty(stage));
+            if (++stage == S) stage = 0, phase ^= 1u;
+          }
+          continue;
         }
-        continue;
       }
       // Ping-pong order: this warpgroup's mainloop starts once the other one has waited on every
       // stage of its previous unit. (An mbarrier parity wait can tell only the current phase from
