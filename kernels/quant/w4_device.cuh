@@ -95,8 +95,6 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Pair p (elements 2p, 2p + 1) of a weight word in kernel nibble order as a 16-bit float pair,
-// before the block scale.
 // A pair moved into place (w4_nibbles.h's kernel_order_pair / stored_pair) as a 16-bit float pair,
 // before the block scale.
 template <Format F, bool BF16>
@@ -119,6 +117,27 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&out)[4]) {
   w = kernel_nibbles(w);  // w4_nibbles.h: the identity unless the weights are in exported order
 #pragma unroll
   for (int p = 0; p < 4; ++p) out[p] = decode_pair<F, BF16>(w, p);
+}
+
+// The 4 pairs of a weight word as the small-M GEMVs' mma steps read it (w4_gemv.cuh), with x's
+// pairs to match: pair p is nibbles p and p + 4 (kernel_order_pair), i.e. elements 2p, 2p + 1 in
+// kernel order, and in exported order, read as stored, elements p, p + 4. A thread's k slots there
+// are its own 8 elements of the word, so any pairing is right as long as x is paired alike: in
+// exported order x_pairs_as_stored pairs x (4 byte permutes a token) instead of each weight word
+// being reordered (decode_word).
+template <Format F, bool BF16>
+__device__ __forceinline__ void decode_word_as_stored(uint32_t w, uint32_t (&out)[4]) {
+#pragma unroll
+  for (int p = 0; p < 4; ++p) out[p] = decode_pair<F, BF16>(w, p);
+}
+__device__ __forceinline__ uint4 x_pairs_as_stored(const uint4& v) {
+#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
+  uint32_t xp[4] = {v.x, v.y, v.z, v.w};
+  exported_order_x_pairs(xp);
+  return make_uint4(xp[0], xp[1], xp[2], xp[3]);
+#else
+  return v;
+#endif
 }
 
 // Per-(row, block) scale data as loaded (raw bits), and its expansion into pair multipliers.

@@ -193,21 +193,21 @@ __device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     uint32_t d0[4], d1[4];
-    decode_word<F, BF16>(word_of(ws.w[0], i), d0);
-    decode_word<F, BF16>(word_of(ws.w[1], i), d1);
+    decode_word_as_stored<F, BF16>(word_of(ws.w[0], i), d0);
+    decode_word_as_stored<F, BF16>(word_of(ws.w[1], i), d1);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       d0[q] = sc[0].apply(d0[q], i);
       d1[q] = sc[1].apply(d1[q], i);
     }
+    uint4 xv[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) xv[j] = x_pairs_as_stored(as.x[j][i]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t a[4] = {d0[2 * h], d1[2 * h], d0[2 * h + 1], d1[2 * h + 1]};
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const uint4& xv = as.x[j][i];
-        mma16816<BF16>(acc[j], a, h == 0 ? xv.x : xv.z, h == 0 ? xv.y : xv.w);
-      }
+      for (int j = 0; j < NT; ++j) mma16816<BF16>(acc[j], a, h == 0 ? xv[j].x : xv[j].z, h == 0 ? xv[j].y : xv[j].w);
     }
   }
 }
@@ -223,21 +223,21 @@ __device__ __forceinline__ void mma_step_chains(const WeightStep<F>& ws, const A
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     uint32_t d0[4], d1[4];
-    decode_word<F, BF16>(word_of(ws.w[0], i), d0);
-    decode_word<F, BF16>(word_of(ws.w[1], i), d1);
+    decode_word_as_stored<F, BF16>(word_of(ws.w[0], i), d0);
+    decode_word_as_stored<F, BF16>(word_of(ws.w[1], i), d1);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       d0[q] = sc[0].apply(d0[q], i);
       d1[q] = sc[1].apply(d1[q], i);
     }
+    uint4 xv[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) xv[j] = x_pairs_as_stored(as.x[j][i]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t a[4] = {d0[2 * h], d1[2 * h], d0[2 * h + 1], d1[2 * h + 1]};
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const uint4& xv = as.x[j][i];
-        mma16816<BF16>(acc[i % C][j], a, h == 0 ? xv.x : xv.z, h == 0 ? xv.y : xv.w);
-      }
+      for (int j = 0; j < NT; ++j) mma16816<BF16>(acc[i % C][j], a, h == 0 ? xv[j].x : xv[j].z, h == 0 ? xv[j].y : xv[j].w);
     }
   }
 }
