@@ -8,10 +8,11 @@
 //     e[0, 2, 4, 6, 1, 3, 5, 7][p], so that the pair (e2p, e2p+1) sits in nibbles p and p + 4.
 // The kernels decode kernel order. Generated code passes kiln.QuantLinear's stored (exported)
 // bytes as they are and defines KILN_QUANT_EXPORT_NIBBLE_ORDER before including the kernels,
-// instead of keeping a second, prepacked copy of the weights. The M = 1 GEMVs with half2 math
-// (w4_gemv_half2.cuh) then pair the activations to match the stored nibbles (pair_x_as_stored,
-// once per lane); the other kernels reorder each word in registers as they decode it
-// (export_to_kernel_nibbles: 5 integer instructions per 8 weights, or stored_pair below).
+// instead of keeping a second, prepacked copy of the weights. The GEMVs (M <= 16) then pair the
+// activations to match the stored nibbles (exported_order_x_pairs below: w4_gemv_half2.cuh's
+// pair_x_as_stored, w4_device.cuh's x_pairs_as_stored); the GEMMs reorder each word in registers
+// as they decode it (export_to_kernel_nibbles: 5 integer instructions per 8 weights, or
+// stored_pair below).
 #include <cstdint>
 
 #if defined(__CUDACC__)
