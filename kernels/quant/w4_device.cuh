@@ -111,14 +111,6 @@ __device__ __forceinline__ uint32_t decode_pair(uint32_t w, int p) {
   return decode_pair_at<F, BF16>(kernel_order_pair<F == Format::Int4>(w, p));
 }
 
-// The 4 pairs of a weight word as 16-bit float pairs, before the block scale.
-template <Format F, bool BF16>
-__device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&out)[4]) {
-  w = kernel_nibbles(w);  // w4_nibbles.h: the identity unless the weights are in exported order
-#pragma unroll
-  for (int p = 0; p < 4; ++p) out[p] = decode_pair<F, BF16>(w, p);
-}
-
 // The 4 pairs of a weight word as the small-M GEMVs' mma steps read it (w4_gemv.cuh), with x's
 // pairs to match: pair p is nibbles p and p + 4 (kernel_order_pair), i.e. elements 2p, 2p + 1 in
 // kernel order, and in exported order, read as stored, elements p, p + 4. A thread's k slots there
@@ -138,6 +130,13 @@ __device__ __forceinline__ uint4 x_pairs_as_stored(const uint4& v) {
 #else
   return v;
 #endif
+}
+
+// The 4 pairs of a weight word in element order, (2p, 2p + 1), as 16-bit float pairs, before the
+// block scale (the GEMMs, whose k slots follow the mma fragments).
+template <Format F, bool BF16>
+__device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&out)[4]) {
+  decode_word_as_stored<F, BF16>(kernel_nibbles(w), out);  // w4_nibbles.h: the identity in kernel order
 }
 
 // Per-(row, block) scale data as loaded (raw bits), and its expansion into pair multipliers.

@@ -65,7 +65,7 @@ __device__ __forceinline__ uint32_t decode_pair_f16(uint32_t w, int p) {
 // The activation pairs that the pair decodes of a stored word meet (w4_nibbles.h): x as converted
 // in kernel order; in exported order, which the kernels below read as stored, paired by
 // exported_order_x_pairs: 16 byte permutes per lane and chunk, where reordering every weight word
-// as it is decoded cost ~10 instructions per 8 weights (sm_90a: variant 8's kernel, 2952 -> 2256
+// as it is decoded cost ~10 instructions per 8 weights (sm_90a: variant 8's kernel, 2952 -> 2272
 // instructions).
 __device__ __forceinline__ void pair_x_as_stored(uint32_t (&xh)[16]) {
 #ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER

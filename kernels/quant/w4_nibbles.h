@@ -39,8 +39,8 @@ KILN_QUANT_HD uint32_t kernel_nibbles(uint32_t word) {
 #endif
 }
 
-// The activation pairs for a word whose pair q is read from nibbles q and q + 4 (the half2
-// decoders of w4_gemv_half2.cuh), from x's pairs in element order: xp[q] = (x[2q], x[2q + 1]) as
+// The activation pairs for a word whose pair q is read from nibbles q and q + 4 (the GEMVs:
+// w4_gemv_half2.cuh's half2 decoders, w4_device.cuh's decode_word_as_stored), from x's pairs in element order: xp[q] = (x[2q], x[2q + 1]) as
 // 16-bit halves (low, high), which kernel order keeps. Exported order holds elements q and q + 4 in
 // those nibbles, so the pairs become (x[q], x[q + 4]).
 KILN_QUANT_HD void exported_order_x_pairs(uint32_t (&xp)[4]) {

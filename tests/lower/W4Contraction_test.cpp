@@ -137,8 +137,8 @@ TEST(W4Contraction, ExportedOrderPairIsTheReorderedWordsPair) {
   }
 }
 
-// The half2 GEMVs (w4_gemv_half2.cuh) decode pair q of a word from nibbles q and q + 4 and multiply
-// it with x pair q. Reading exported words as stored, with x paired by exported_order_x_pairs, must
+// The GEMVs (w4_gemv_half2.cuh's half2 math, w4_gemv.cuh's mma steps) decode pair q of a word from
+// nibbles q and q + 4 and multiply it with x pair q. Reading exported words as stored, with x paired by exported_order_x_pairs, must
 // sum the same products as reading the reordered word with x in element order: each element times
 // its own activation. (Nibbles and activations as integers, so the sums are exact.)
 TEST(W4Contraction, ExportedOrderXPairsMeetTheirElements) {
