@@ -123,13 +123,9 @@ __device__ __forceinline__ void decode_word_as_stored(uint32_t w, uint32_t (&out
   for (int p = 0; p < 4; ++p) out[p] = decode_pair<F, BF16>(w, p);
 }
 __device__ __forceinline__ uint4 x_pairs_as_stored(const uint4& v) {
-#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
   uint32_t xp[4] = {v.x, v.y, v.z, v.w};
-  exported_order_x_pairs(xp);
+  stored_order_x_pairs(xp);  // w4_nibbles.h
   return make_uint4(xp[0], xp[1], xp[2], xp[3]);
-#else
-  return v;
-#endif
 }
 
 // The 4 pairs of a weight word in element order, (2p, 2p + 1), as 16-bit float pairs, before the

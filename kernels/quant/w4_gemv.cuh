@@ -183,35 +183,6 @@ __device__ __forceinline__ ActStep<NT> read_act_step(const uint4* slot, int lane
   return a;
 }
 
-// One step: 32 k of rows g, g+8 against NT token tiles.
-template <Format F, typename T, int NT>
-__device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<NT>& as, float (&acc)[NT][4]) {
-  constexpr bool BF16 = IsBf16<T>::value;
-  Scale<F, BF16> sc[2];
-  sc[0].expand(ws.s[0], ws.z[0]);
-  sc[1].expand(ws.s[1], ws.z[1]);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    uint32_t d0[4], d1[4];
-    decode_word_as_stored<F, BF16>(word_of(ws.w[0], i), d0);
-    decode_word_as_stored<F, BF16>(word_of(ws.w[1], i), d1);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      d0[q] = sc[0].apply(d0[q], i);
-      d1[q] = sc[1].apply(d1[q], i);
-    }
-    uint4 xv[NT];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) xv[j] = x_pairs_as_stored(as.x[j][i]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t a[4] = {d0[2 * h], d1[2 * h], d0[2 * h + 1], d1[2 * h + 1]};
-#pragma unroll
-      for (int j = 0; j < NT; ++j) mma16816<BF16>(acc[j], a, h == 0 ? xv[j].x : xv[j].z, h == 0 ? xv[j].y : xv[j].w);
-    }
-  }
-}
-
 // Variant 5's mma step: word i of the step accumulates into chain i % C, so that the 8 (NT = 1)
 // mmas of a step form C independent dependency chains instead of one.
 template <Format F, typename T, int NT, int C>
@@ -240,6 +211,12 @@ __device__ __forceinline__ void mma_step_chains(const WeightStep<F>& ws, const A
       for (int j = 0; j < NT; ++j) mma16816<BF16>(acc[i % C][j], a, h == 0 ? xv[j].x : xv[j].z, h == 0 ? xv[j].y : xv[j].w);
     }
   }
+}
+
+// One step: 32 k of rows g, g+8 against NT token tiles, one dependency chain.
+template <Format F, typename T, int NT>
+__device__ __forceinline__ void mma_step(const WeightStep<F>& ws, const ActStep<NT>& as, float (&acc)[NT][4]) {
+  mma_step_chains<F, T, NT, 1>(ws, as, reinterpret_cast<float(&)[1][NT][4]>(acc));
 }
 
 constexpr int kGemvDepth = 4;

@@ -64,21 +64,17 @@ __device__ __forceinline__ uint32_t decode_pair_f16(uint32_t w, int p) {
 
 // The activation pairs that the pair decodes of a stored word meet (w4_nibbles.h): x as converted
 // in kernel order; in exported order, which the kernels below read as stored, paired by
-// exported_order_x_pairs: 16 byte permutes per lane and chunk, where reordering every weight word
+// exported_order_x_pairs (w4_nibbles.h's stored_order_x_pairs): 16 byte permutes per lane and chunk, where reordering every weight word
 // as it is decoded cost ~10 instructions per 8 weights (sm_90a: variant 8's kernel, 2952 -> 2272
 // instructions).
 __device__ __forceinline__ void pair_x_as_stored(uint32_t (&xh)[16]) {
-#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     uint32_t xp[4] = {xh[4 * i], xh[4 * i + 1], xh[4 * i + 2], xh[4 * i + 3]};
-    exported_order_x_pairs(xp);
+    stored_order_x_pairs(xp);
 #pragma unroll
     for (int q = 0; q < 4; ++q) xh[4 * i + q] = xp[q];
   }
-#else
-  (void)xh;
-#endif
 }
 
 // The lane's 32 activations of token `tok` at k0 as 16 fp16 pairs times 2^s, and 2^-s's

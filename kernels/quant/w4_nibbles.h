@@ -9,8 +9,8 @@
 // The kernels decode kernel order. Generated code passes kiln.QuantLinear's stored (exported)
 // bytes as they are and defines KILN_QUANT_EXPORT_NIBBLE_ORDER before including the kernels,
 // instead of keeping a second, prepacked copy of the weights. The GEMVs (M <= 16) then pair the
-// activations to match the stored nibbles (exported_order_x_pairs below: w4_gemv_half2.cuh's
-// pair_x_as_stored, w4_device.cuh's x_pairs_as_stored); the GEMMs reorder each word in registers
+// activations to match the stored nibbles (stored_order_x_pairs below, through w4_gemv_half2.cuh's
+// pair_x_as_stored and w4_device.cuh's x_pairs_as_stored); the GEMMs reorder each word in registers
 // as they decode it (export_to_kernel_nibbles: 5 integer instructions per 8 weights, or
 // stored_pair below).
 #include <cstdint>
@@ -49,6 +49,16 @@ KILN_QUANT_HD void exported_order_x_pairs(uint32_t (&xp)[4]) {
   xp[1] = (a >> 16) | (c & 0xffff0000u);  // (x1, x5)
   xp[2] = (b & 0xffffu) | (d << 16);      // (x2, x6)
   xp[3] = (b >> 16) | (d & 0xffff0000u);  // (x3, x7)
+}
+
+// x's pairs for the word as stored (the decoders' pairing; see kernel_nibbles): the identity in
+// kernel order.
+KILN_QUANT_HD void stored_order_x_pairs(uint32_t (&xp)[4]) {
+#ifdef KILN_QUANT_EXPORT_NIBBLE_ORDER
+  exported_order_x_pairs(xp);
+#else
+  (void)xp;
+#endif
 }
 
 KILN_QUANT_HD uint32_t rotate_left(uint32_t x, int n) {
