@@ -50,14 +50,18 @@ def main():
         sys.exit("no %s kernels in %s" % (args.arch, args.binary))
     names = [f.split("\n", 1)[0].strip() for f in functions]
     demangled = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    matched = 0
     for body, name in zip(functions, demangled):
         if args.match and not re.search(args.match, name):
             continue
+        matched += 1
         ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", body)]
         print("%6d  %s" % (len(ops), name))
         if args.opcodes:
             common = collections.Counter(op.split(".")[0] for op in ops).most_common(args.opcodes)
             print("        " + ", ".join("%s %d" % c for c in common))
+    if not matched:
+        sys.exit("no %s kernel of %s matches %r" % (args.arch, args.binary, args.match))
 
 
 if __name__ == "__main__":
