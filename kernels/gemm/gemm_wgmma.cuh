@@ -35,9 +35,15 @@
 // Dual products (Epilogue::kNumB == 2) load both B tiles per stage and share A; accumulators
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
 // holds BN/2 columns of each B (the gate*up of a 128 x 64 output tile from one 128 x 128 wgmma).
+//
+// SWAP_AB tiles run the transposed problem (try_gemm_wgmma): A = the weights, B = the tokens, so
+// that the tokens lie on wgmma's N (steps of 8) instead of its M (steps of 64); a dual product's
+// two weights are two A tiles sharing the token tile. Their epilogue calls the functor straight
+// from the accumulators with (m, n) exchanged back (SwappedEpilogue), no staging buffer.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "gemm_ptx.cuh"
@@ -53,11 +59,20 @@ namespace kiln::gemm {
 // DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
 // from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
 // products; else each B has its own BM x BN accumulators.
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0>
+// SWAP_AB = 1 (single products with a K-major A and an epilogue that is not long): the kernel
+// computes the output's transpose, C^T = B^T A^T, so that the tokens (the call's M) lie on wgmma's N,
+// which comes in steps of 8 where its M comes in steps of 64: BM weight rows (the call's N) by BN
+// tokens, BN up to 512 as wgmmas of at most 256 columns (272 = 2 x 136: 816 tokens in 3 tiles,
+// none past M, where 128-row tiles compute 7 x 128 = 896 rows). The epilogue runs straight from
+// the accumulators (no staging buffer: the ring keeps all of shared memory).
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
   static constexpr bool kDualHalves = DUAL_HALVES_ != 0;
+  static constexpr bool kSwapAB = SWAP_AB_ != 0;
+  // B's tile as wgmmas of kSubN columns each (one TMA box of kSubN rows each: boxes stop at 256).
+  static constexpr int kSubTiles = (BN + 255) / 256, kSubN = BN / kSubTiles;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -84,14 +99,16 @@ struct WgmmaLayout {
   static constexpr int kAccB = Config::kDualHalves ? 1 : kNumB;
   static constexpr int kOutCols = Config::kDualHalves ? Config::BN / 2 : Config::BN;
   static constexpr uint32_t kABytes = Config::BM * Config::BK * 2, kBBytes = Config::BN * Config::BK * 2;
-  static constexpr uint32_t kStageBytes = kABytes + kAccB * kBBytes;
+  // SWAP_AB dual products: B (the tokens) is shared, and the two weights are A tiles: A0, B, A1.
+  static constexpr uint32_t kStageBytes = Config::kSwapAB ? kNumB * kABytes + kBBytes : kABytes + kAccB * kBBytes;
   // Stages, then a full and an empty barrier per stage; 1024 bytes of slack to align the base.
   static constexpr size_t kRingBytes = 1024 + size_t(Config::STAGES) * kStageBytes + 16 * Config::STAGES;
   // Then one epilogue buffer per consumer warpgroup: its tile rows x kEpiCols fp32 accumulators
   // (per B), each row padded by 8 floats so that the fragment's float2 writes hit distinct banks.
   // kEpiCols is the widest of 64, 32, 16, 8 (at most BN) that fits next to the ring; 0: none does.
+  // (SWAP_AB: none; its epilogue runs from the accumulators.)
   static constexpr int kRows = Config::BM / Config::kConsumersPerTile;
-  static constexpr size_t epilogue_bytes(int cols) { return size_t(kNumB) * kRows * (cols + 8) * 4; }
+  static constexpr size_t epilogue_bytes(int cols) { return Config::kSwapAB ? 0 : size_t(kNumB) * kRows * (cols + 8) * 4; }
   static constexpr int widest_epilogue_cols() {
     for (int cols = 64; cols >= 8; cols /= 2)
       if (cols <= kOutCols && kRingBytes + Config::kConsumers * epilogue_bytes(cols) <= 227 * 1024) return cols;
@@ -124,7 +141,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   constexpr int NB = Epilogue::kNumB;
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK, S = Config::STAGES;
   constexpr int MI = BM / 64 / Config::kConsumersPerTile;  // m64 blocks per consumer warpgroup
-  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves;
+  constexpr bool kPingPong = Config::kPingPong, kDualHalves = Config::kDualHalves, kSwap = Config::kSwapAB;
+  constexpr int NH = Config::kSubTiles, SN = Config::kSubN;  // B's wgmmas per k16 and their width
   using L = WgmmaLayout<Config, NB>;
   constexpr int NA = L::kAccB, WB = L::kOutCols, EB = WB / 2;  // accumulator sets, output columns and their accumulators
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
@@ -189,19 +207,25 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
           mbar_expect_tx(full(stage), L::kStageBytes);
           const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
           const int kc = ks * BK;
-          if constexpr (kAk) {
-            tma_load_3d(st, &tma_a, full(stage), kc, tm * BM, ba);
-          } else {
 #pragma unroll
-            for (int c = 0; c < BM / 64; ++c) tma_load_3d(st + 8192u * c, &tma_a, full(stage), tm * BM + 64 * c, kc, ba);
+          for (int j = 0; j < (kSwap ? NB : 1); ++j) {  // (SWAP_AB dual: A1 after B, from the second map)
+            const void* map = j == 0 ? &tma_a : &tma_b1;
+            const uint32_t dst = st + uint32_t(j) * (L::kABytes + L::kBBytes);
+            if constexpr (kAk) {
+              tma_load_3d(dst, map, full(stage), kc, tm * BM, ba);
+            } else {
+#pragma unroll
+              for (int c = 0; c < BM / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tm * BM + 64 * c, kc, ba);
+            }
           }
 #pragma unroll
-          for (int j = 0; j < NB; ++j) {
+          for (int j = 0; j < (kSwap ? 1 : NB); ++j) {
             // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
             const void* map = j == 0 ? &tma_b0 : &tma_b1;
             const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
             if constexpr (kBk) {
-              tma_load_3d(dst, map, full(stage), kc, tn * WB, bb);
+#pragma unroll
+              for (int h = 0; h < NH; ++h) tma_load_3d(dst + uint32_t(h * SN) * 128u, map, full(stage), kc, tn * WB + h * SN, bb);
             } else {
 #pragma unroll
               for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
@@ -402,12 +426,19 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         for (int kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
           for (int mi = 0; mi < MI; ++mi) {
-            // k16 slice kk: 32 bytes further along a K-major row, 2048 (16 rows of 128) MN-major
-            const uint64_t da = (uint64_t(kDescHi) << 32) | (a_desc0[mi] + st16 + uint32_t(kk) * (kAk ? 2u : 128u));
 #pragma unroll
             for (int j = 0; j < NA; ++j) {
-              const uint64_t db = (uint64_t(kDescHi) << 32) | (b_desc0[j] + st16 + uint32_t(kk) * (kBk ? 2u : 128u));
-              wgmma<BN, kAk ? 0 : 1, kBk ? 0 : 1, T>(acc[j][mi], da, db, (ks > ks0 || kk > 0) ? 1 : 0);
+              // k16 slice kk: 32 bytes further along a K-major row, 2048 (16 rows of 128) MN-major;
+              // SWAP_AB dual: A j (its own tile), B shared
+              const uint32_t a_j = kSwap ? uint32_t(j) * ((L::kABytes + L::kBBytes) >> 4) : 0u;
+              const uint64_t da = (uint64_t(kDescHi) << 32) | (a_desc0[mi] + a_j + st16 + uint32_t(kk) * (kAk ? 2u : 128u));
+#pragma unroll
+              for (int h = 0; h < NH; ++h) {  // (NH > 1: K-major B, h's rows SN * 128 bytes further)
+                const uint64_t db =
+                    (uint64_t(kDescHi) << 32) | (b_desc0[kSwap ? 0 : j] + st16 + uint32_t(kk) * (kBk ? 2u : 128u) + uint32_t(h * SN * 8));
+                wgmma<SN, kAk ? 0 : 1, kBk ? 0 : 1, T>(*reinterpret_cast<float(*)[SN / 2]>(&acc[j][mi][h * SN / 2]), da, db,
+                                                       (ks > ks0 || kk > 0) ? 1 : 0);
+              }
             }
           }
         }
@@ -451,8 +482,29 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         continue;
       }
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
+      if constexpr (kSwap) {
+        // Straight from the accumulators, every element unrolled (the functor is short), checked
+        // only on edge tiles. Element e of m64 block mi is row 16 warp + lane/4 + 8 ((e/2) % 2),
+        // column 8 (e/4) + 2 (lane%4) + e%2: for one e the warp's lanes cover 8 consecutive rows
+        // (the output's columns: 16-byte runs) of 4 columns (its rows).
+        const bool whole = m0 + R <= args.m && n0 + WB <= args.n;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int e = 0; e < BN / 2; ++e) {
+            const int64_t m = m0 + 64 * mi + 16 * warp + lane / 4 + 8 * ((e / 2) % 2), n = n0 + 8 * (e / 4) + 2 * (lane % 4) + e % 2;
+            if (whole || (m < args.m && n < args.n)) {
+              if constexpr (NB == 2) {
+                epilogue(b, m, n, acc[0][mi][e], acc[1][mi][e]);
+              } else {
+                epilogue(b, m, n, acc[0][mi][e]);
+              }
+            }
+          }
+      } else {
 #pragma unroll kChunkUnroll
-      for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
+        for (int chunk = 0; chunk < kChunks; ++chunk) epilogue_chunk(acc, b, m0, n0, chunk);
+      }
       if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 2);
     }
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
@@ -613,25 +665,91 @@ inline bool wgmma_prefers_wide(const Problem& p, int64_t bm, int64_t bn, int64_t
   return waves_work(bm, bn) <= waves_work(nbm, nbn);
 }
 
+// A Hopper tile's shape as the per-call choices below weigh it: bm x bn outputs of the kernel's
+// problem (SWAP_AB: weight rows x tokens), cooperative or ping-pong.
+struct WgmmaTileShape {
+  int64_t bm = 0, bn = 0;
+  bool pingpong = false;
+};
+
+// The SM time a call's tiles take in whole waves, in output elements per k-step: a cooperative
+// tile holds an SM for a wave, a ping-pong one shares it with a second tile. Across the tiles of
+// run s20a (H200, 816 and 4096 tokens; bench/gemm/NOTES.md, session 20) the time per unit of it was
+// within +-10% of 0.40 us per 128 x 128 x 64, padding past M or N included.
+inline int64_t wgmma_waves_work(const Problem& p, WgmmaTileShape t, bool swapped) {
+  const int64_t rows = swapped ? p.n : p.m, cols = swapped ? p.m : p.n;
+  const int64_t slots = detail::device_sm_count() * (t.pingpong ? 2 : 1);
+  const int64_t tiles = p.batch() * ((rows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
+  return (tiles + slots - 1) / slots * t.bm * t.bn * (t.pingpong ? 2 : 1);
+}
+
 namespace detail {
+// SWAP_AB tiles may be chosen unless KILN_GEMM_SWAP=0 (benchmarks compare the two in one process).
+inline bool swap_ab_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_GEMM_SWAP");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+}  // namespace detail
+
+// Which tile a call runs: 0 the one its schedule picked without SWAP_AB (`current`; for single
+// products the wide or narrow tile by wgmma_prefers_wide), 1 or 2 the SWAP_AB tile `swap1` or
+// `swap2` (BN tokens; bn 0: none) whose whole waves are the least work, if that is under 0.95x
+// `current`'s (H200, session 20: 816 x 16384 x 2048 on 128 x 272 88 us against 98 on 128 x 128;
+// 816 x 4096 x 4096 on 128 x 208 43 against 48 on 128 x 256; Gemma's gate*up at 816 tokens on
+// 128 x 136 175 against 192 on 64 x 128 ping-pong). A SWAP_AB tile needs a K-major A (the tokens)
+// and a short epilogue where it holds more than 68 accumulators per B (the transposed epilogue runs
+// unrolled from the registers).
+template <typename Epilogue>
+int wgmma_swap_choice(const Problem& p, const Epilogue&, WgmmaTileShape current, WgmmaTileShape swap1, WgmmaTileShape swap2 = {}) {
+  const bool a_k = p.a.stride_k == 1 && (p.m == 1 || p.a.stride_mn != 1);
+  if (!a_k || !detail::swap_ab_enabled()) return 0;
+  int64_t best = wgmma_waves_work(p, current, false) * 95 / 100;
+  int choice = 0;
+  const WgmmaTileShape swaps[2] = {swap1, swap2};
+  for (int i = 0; i < 2; ++i) {
+    if (swaps[i].bn == 0 || (EpilogueIsLong<Epilogue>::value && swaps[i].bn / 2 > 68)) continue;
+    const int64_t work = wgmma_waves_work(p, swaps[i], true);
+    if (work < best) best = work, choice = i + 1;
+  }
+  return choice;
+}
+
+namespace detail {
+
+// The epilogue of a SWAP_AB call: the kernel's (m, n) is the output's (n, m).
+template <typename Epilogue>
+struct SwappedEpilogue {
+  static constexpr int kNumB = Epilogue::kNumB;
+  static constexpr bool kReadsRows = false, kLong = false;
+  Epilogue inner;
+  __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc) const { inner(b, n, m, acc); }
+  __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc0, float acc1) const { inner(b, n, m, acc0, acc1); }
+};
 
 // Runs the Hopper kernel when the device is sm_90, the build has it, and every operand is a TMA
 // tensor (16-byte aligned base and strides, a unit-stride axis, a batch offset linear in the flat
 // batch index): returns true and the launch's cudaError_t in `result`. Returns false (nothing
-// launched) otherwise.
+// launched) otherwise. The problem as the kernel sees it (try_gemm_wgmma: for SWAP_AB already
+// transposed).
 template <typename T, typename Config, typename Epilogue>
-bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
-                    cudaError_t& result) {
+bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                          cudaError_t& result) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value, "gemm_wgmma<T>: T is __half or __nv_bfloat16");
   constexpr int NB = Epilogue::kNumB;
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   constexpr int64_t WB = detail::WgmmaLayout<Config, NB>::kOutCols;  // output columns per tile
+  constexpr bool kSwap = Config::kSwapAB;
   static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
-                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256),
-                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256");
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256 ||
+                     (kSwap && (Config::kSubN == 136 || Config::kSubN == 208) && Config::BN % Config::kSubN == 0)),
+                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256 (SWAP_AB: also 136, 208, 272 or 416)");
   static_assert(!Config::kDualHalves || (NB == 2 && Config::BN % 128 == 0), "WgmmaConfig: DUAL_HALVES for dual products, BN 128 or 256");
-  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= 128,
-                "WgmmaConfig: at most 128 accumulators per consumer thread");
+  static_assert(!kSwap || (!Config::kPingPong && !Config::kDualHalves && Config::BM == 128), "WgmmaConfig: SWAP_AB tiles are 128 x BN cooperative");
+  static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= (kSwap ? 136 : 128),
+                "WgmmaConfig: at most 128 accumulators per consumer thread (SWAP_AB: 136)");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
@@ -642,9 +760,16 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
       bool b_k = p.b[0].stride_k == 1 && (p.n == 1 || p.b[0].stride_mn != 1);
       CUtensorMap ma, mb[2];
       bool a_batched = false, b_batched[2] = {false, false};
-      bool ok = detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
+      // (B's tile in more than one box, or of a width that is no multiple of 64, needs B K-major.)
+      bool ok = (b_k || (Config::kSubTiles == 1 && WB % 64 == 0)) &&
+                detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
       for (int j = 0; j < NB && ok; ++j) {
-        ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, WB, bf16, batch, b_batched[j], mb[j]);
+        if (kSwap && j == 1) {  // the second weight, read as A is (try_gemm_wgmma)
+          ok = detail::operand_tensor_map(p, p.b[1], p.m, a_k, Config::BM, bf16, batch, b_batched[1], mb[1]);
+          if (b_batched[1] != a_batched || (p.b[1].stride_k == 1) != (p.a.stride_k == 1)) ok = false;
+          continue;
+        }
+        ok = detail::operand_tensor_map(p, p.b[j], p.n, b_k, int(WB) / Config::kSubTiles, bf16, batch, b_batched[j], mb[j]);
         if (j == 1 && (b_batched[1] != b_batched[0] || (p.b[1].stride_k == 1) != (p.b[0].stride_k == 1))) ok = false;
       }
       const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, tiles_n = (p.n + WB - 1) / WB;
@@ -673,7 +798,10 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
         const int grid = int(args.units < sms ? args.units : sms);
         const CUtensorMap& mb1 = NB == 2 ? mb[1] : mb[0];
         cudaError_t e;
-        if (a_k) {
+        if constexpr (Config::kSubTiles > 1 || WB % 64 != 0) {  // B K-major (checked above)
+          e = a_k ? detail::launch_wgmma<T, Config, Epilogue, true, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
+                  : detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream);
+        } else if (a_k) {
           e = b_k ? detail::launch_wgmma<T, Config, Epilogue, true, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
                   : detail::launch_wgmma<T, Config, Epilogue, true, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
         } else {
@@ -689,6 +817,30 @@ bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace,
     }
   }
   return false;
+}
+
+// try_gemm_wgmma_tiles on the problem as given or, for SWAP_AB configurations, on its transpose
+// (B^T A^T, the epilogue's (m, n) exchanged; a dual product's second B is the transpose's second A)
+// where A is K-major (the tokens, B of the transpose) and the epilogue's code, unrolled over every
+// accumulator, stays short: a long functor only with at most 68 accumulators per B. False
+// (nothing launched) for any other.
+template <typename T, typename Config, typename Epilogue>
+bool try_gemm_wgmma(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                    cudaError_t& result) {
+  if constexpr (Config::kSwapAB) {
+    if constexpr (EpilogueIsLong<Epilogue>::value && Config::BN / 2 > 68) {
+      return false;
+    } else {
+      const bool a_k = p.a.stride_k == 1 && (p.m == 1 || p.a.stride_mn != 1);
+      if (!a_k || p.num_b != Epilogue::kNumB) return false;
+      Problem q = p;
+      q.m = p.n, q.n = p.m;
+      q.a = p.b[0], q.b[0] = p.a, q.b[1] = p.b[1];
+      return try_gemm_wgmma_tiles<T, Config>(q, SwappedEpilogue<Epilogue>{epilogue}, workspace, workspace_bytes, stream, result);
+    }
+  } else {
+    return try_gemm_wgmma_tiles<T, Config>(p, epilogue, workspace, workspace_bytes, stream, result);
+  }
 }
 
 }  // namespace detail

@@ -533,18 +533,33 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   // The Hopper kernel falls back to the mma.sync tile itself (other devices, builds without
   // sm_90a, operands TMA cannot read).
   auto gemm_wgmma = [&](const GemmWgmmaTile& w, const GemmTile& tile) {
-    return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) +
-           ", " + s(w.stages) + ", " + (w.pingpong ? "1" : "0") + (w.dual_halves ? ", 1" : "") +
-           ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) +
-           ", " + s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) +
-           ">>(problem, epilogue, " + split_arg + ", " + cuda_stream + ")";
+    return "kiln::gemm::gemm_wgmma<" + t + ", kiln::gemm::WgmmaConfig<" + s(w.bm) + ", " + s(w.bn) + ", " + s(w.stages) + ", " +
+           (w.pingpong ? "1" : "0") + (w.dual_halves || w.swap_ab ? std::string(", ") + (w.dual_halves ? "1" : "0") : "") +
+           (w.swap_ab ? ", 1" : "") + ">, kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
+           s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " + split_arg + ", " +
+           cuda_stream + ")";
+  };
+  auto shape = [&](const GemmWgmmaTile& w) {
+    return "kiln::gemm::WgmmaTileShape{" + s(w.bm) + ", " + s(w.bn) + ", " + (w.pingpong ? "true" : "false") + "}";
   };
   if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
   if (c.wgmma && !c.tf32) {
-    paths.emplace_back(0, dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
-                               : "(kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
-                                     s(c.wgmma_wide_min_k) + ", " + s(c.wgmma_narrow_tile.bm) + ", " + s(c.wgmma_narrow_tile.bn) +
-                                     ") ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")");
+    const std::string wide = "kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
+                             s(c.wgmma_wide_min_k) + ", " + s(c.wgmma_narrow_tile.bm) + ", " + s(c.wgmma_narrow_tile.bn) + ")";
+    std::string call = dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
+                            : "(" + wide + " ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")";
+    // SWAP_AB tiles first where kiln::gemm::wgmma_swap_choice picks one (the shapes weighed are the
+    // ones printed in the calls).
+    if (c.wgmma_swap) {
+      const std::string choice =
+          dual ? "kiln::gemm::wgmma_swap_choice(problem, epilogue, " + shape(c.wgmma_dual_tile) + ", " + shape(c.wgmma_dual_swap_tile) + ")"
+               : "kiln::gemm::wgmma_swap_choice(problem, epilogue, " + wide + " ? " + shape(c.wgmma_tile) + " : " +
+                     shape(c.wgmma_narrow_tile) + ", " + shape(c.wgmma_swap_narrow_tile) + ", " + shape(c.wgmma_swap_tile) + ")";
+      call = dual ? "(" + choice + " == 1 ? " + gemm_wgmma(c.wgmma_dual_swap_tile, c.dual_tile) + " : " + call + ")"
+                  : "(" + choice + " == 1 ? " + gemm_wgmma(c.wgmma_swap_narrow_tile, c.tile) + " : " + choice + " == 2 ? " +
+                        gemm_wgmma(c.wgmma_swap_tile, c.tile) + " : " + call + ")";
+    }
+    paths.emplace_back(0, call);
   } else {
     paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
   }

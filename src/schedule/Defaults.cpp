@@ -232,6 +232,7 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   } else if (options.wgmma_dual_tile == 2) {
     g.wgmma_dual_tile = GemmWgmmaTile{128, 128, 6, false, true};
   }
+  g.wgmma_swap = options.wgmma_swap;
   if (m && *m > g.gemv_max_m) g.gemv_max_m = 0;
   if (m && *m > g.mid_max_m) g.mid_max_m = 0;
   auto s = [](int64_t v) { return std::to_string(v); };
@@ -247,10 +248,17 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   // block at M = 816, 210.4 us vs 230.9 for 128x128 cooperative, two runs). float32 (TF32) keeps simt.
   g.wgmma = !g.tf32;
   auto wtile = [&](const GemmWgmmaTile& w) {
-    return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + s(w.stages) + " TMA stages, " +
-           (w.pingpong ? "ping-pong" : "cooperative") + " consumer warpgroups" +
+    return s(w.bm) + "x" + s(w.bn) + "x64 tiles (" + (w.swap_ab ? "weight rows x tokens, " : "") + s(w.stages) +
+           " TMA stages, " + (w.pingpong ? "ping-pong" : "cooperative") + " consumer warpgroups" +
            (w.dual_halves ? ", half the columns from each B" : "") + ")";
   };
+  // SWAP_AB (the tokens on wgmma's N), per call where its whole waves are less work than the tile
+  // the rule picked (kiln::gemm::wgmma_swap_choice).
+  const std::string swap =
+      g.wgmma_swap ? std::string("; the transposed problem on ") + wtile(g.wgmma_swap_narrow_tile) + " or " + wtile(g.wgmma_swap_tile) +
+                         " (dual products " + wtile(g.wgmma_dual_swap_tile) +
+                         ") where A is K-major and their whole waves are under 0.95x that tile's work"
+                   : std::string();
   std::string rule;
   if (g.gemv_max_m) {
     rule += "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) + " warps per block)" +
@@ -263,7 +271,7 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   if (g.wgmma) {
     rule += (rule.empty() ? "" : "above: ") + std::string("on sm_90 Hopper GEMM (wgmma + TMA), ") + wtile(g.wgmma_tile) +
             " when K >= " + s(g.wgmma_wide_min_k) + " and their waves are no more work than the narrow tile's, else " + wtile(g.wgmma_narrow_tile) + " (dual products " +
-            wtile(g.wgmma_dual_tile) + "), elsewhere or for operands TMA cannot read tensor-core GEMM (mma.sync), " + tile(g.tile) +
+            wtile(g.wgmma_dual_tile) + ")" + swap + ", elsewhere or for operands TMA cannot read tensor-core GEMM (mma.sync), " + tile(g.tile) +
             " (dual products " + tile(g.dual_tile) + ")";
   } else {
     rule += (rule.empty() ? "" : "above: ") + std::string("tensor-core GEMM (mma.sync), ") + tile(g.tile) +

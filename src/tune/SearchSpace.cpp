@@ -84,6 +84,7 @@ void add_contraction_knobs(SearchSpace& space) {
   }
   if (gemv) space.knobs.push_back({"gemv_warps", {0, 4, 8, 16}});
   if (wgmma) space.knobs.push_back({"wgmma_wide_min_k", {4096, 2048, 8192, 65536}});
+  if (wgmma) space.knobs.push_back({"wgmma_swap", {1, 0}});
   if (wgmma && has_dual_product(space.kernel, s))
     space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
 }
@@ -240,6 +241,7 @@ DefaultScheduleOptions schedule_options(const Candidate& c) {
   set("gemv_warps", o.gemv_warps);
   set("wgmma_wide_min_k", o.wgmma_wide_min_k);
   set("wgmma_dual_tile", o.wgmma_dual_tile);
+  if (auto it = c.find("wgmma_swap"); it != c.end()) o.wgmma_swap = it->second != 0;
   if (auto it = c.find("float_intermediates"); it != c.end()) o.float_intermediates = it->second != 0;
   return o;
 }

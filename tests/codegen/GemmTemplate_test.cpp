@@ -1,7 +1,7 @@
 // Generated code that instantiates the contraction templates (kernels/gemm/) compiles without
 // warnings for sm_80, sm_90 (built as sm_90a) and sm_110, in every configuration the default
 // schedule picks: the small-M kernel (4, 8 and 16 warps), the tensor-core kernel with its mid-M
-// tiles, the Hopper kernel (with its mma.sync fallback) above, one and two B operands, float16 and
+// tiles, the Hopper kernel (with its mma.sync fallback and its SWAP_AB tiles) above, one and two B operands, float16 and
 // bfloat16, and float32 under --tf32. (Running them needs a GPU: bench/gemm/ and the CUDA conformance run.)
 #include <gtest/gtest.h>
 
@@ -68,6 +68,11 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 128, 6, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::wgmma_prefers_wide(problem, 128, 256, 4096, 128, 128)",
+        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 272, 4, 0, 0, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
+        "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 208, 5, 0, 0, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
+        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 136, 4, 0, 0, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
+        "kiln::gemm::wgmma_swap_choice(problem, epilogue, kiln::gemm::WgmmaTileShape{64, 128, true}, "
+        "kiln::gemm::WgmmaTileShape{128, 136, false})",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "static constexpr int kNumB = 2;", "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",

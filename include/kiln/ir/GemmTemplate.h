@@ -15,15 +15,17 @@ struct GemmTile {
   int64_t stages = 3;
 };
 
-// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong, dual_halves>,
+// The Hopper kernel: gemm_wgmma<T, WgmmaConfig<bm, bn, stages, pingpong, dual_halves, swap_ab>,
 // TileConfig<...>> (wgmma + TMA; runs on sm_90 devices from sm_90a builds, else the TileConfig's
 // mma.sync kernel). dual_halves (dual products): one bm x bn accumulator tile holds bn/2 columns of
-// each B.
+// each B. swap_ab: the kernel computes the output's transpose, bm weight rows x bn tokens (the
+// tokens on wgmma's N, which comes in steps of 8).
 struct GemmWgmmaTile {
   int64_t bm = 128, bn = 256;
   int64_t stages = 4;
   bool pingpong = false;
   bool dual_halves = false;
+  bool swap_ab = false;
 };
 
 struct GemmTemplate {
@@ -54,6 +56,13 @@ struct GemmTemplate {
   GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, false};
   int64_t wgmma_wide_min_k = 4096;
   GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
+  // SWAP_AB tiles, chosen per call over the tile above where their whole waves are less work
+  // (kiln::gemm::wgmma_swap_choice: 816 tokens fill 3 x 272 or 4 x 208 tokens, where 128-row tiles
+  // compute 896 rows): two for single products, one for dual ones. Off: `wgmma_swap` false.
+  bool wgmma_swap = true;
+  GemmWgmmaTile wgmma_swap_tile{128, 272, 4, false, false, true};
+  GemmWgmmaTile wgmma_swap_narrow_tile{128, 208, 5, false, false, true};
+  GemmWgmmaTile wgmma_dual_swap_tile{128, 136, 4, false, false, true};
   // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
   // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};

@@ -56,6 +56,11 @@ struct DefaultScheduleOptions {
   // shape (H200, 816 x 16384 x 2048: 192 / 188 / 215 us in the harness, 64x128 ping-pong fastest in
   // the Gemma block; bench/gemm/NOTES.md, session 10): a tuner knob.
   int64_t wgmma_dual_tile = 0;
+  // Hopper tiles with the tokens on wgmma's N (ir::GemmTemplate::wgmma_swap: SWAP_AB, chosen per call
+  // where their whole waves are less work): on by default since session 20 (H200, 816 tokens: Linear
+  // 16384 x 2048 88 us against 98, 4096 x 4096 43 against 48, Gemma's gate*up 175 against 192;
+  // bench/gemm/NOTES.md); a tuner knob.
+  bool wgmma_swap = true;
   // Convolutions try the Hopper kernel (kernels/gemm/conv_wgmma.cuh) first (ir::GemmTemplate::
   // conv_wgmma): on by default since session 7, 1.6-2.0x faster than the patch kernel on the CNN's
   // 64->64, 64->128 and 128->128 layers on an H200 (bench/gemm/NOTES_conv.md; channels off 8 keep the
