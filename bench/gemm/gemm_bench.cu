@@ -129,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -148,6 +148,7 @@ static const char* path_name(Path p) {
     case kWgSwap272: return "wgmma<128,272,4,swapAB>";
     case kWgSwap208: return "wgmma<128,208,5,swapAB>";
     case kWgSwap136: return "wgmma<128,136,4,swapAB>";
+    case kWgSwapPP64x136: return "wgmma<64,136,6,pingpong,swapAB>";
     case kWg128x256sk: return "wgmma<128,256,4>+splitK ws";
     case kWg128x128sk: return "wgmma<128,128,6>+splitK ws";
     case kTc128x128: return "gemm<128,128,32,2,2,4>";
@@ -217,6 +218,9 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kWgSwap136:  // dual products: 128 rows of each weight, 136 tokens (816 = 6 x 136)
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 136, 4, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgSwapPP64x136:  // dual products, ping-pong: each warpgroup 64 rows of each weight x 136 tokens
+      if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 136, 6, 1, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kWg128x256sk:
       if constexpr (E::kAllPaths) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 256, 4>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, g_big_ws, kBigWsBytes, s);
@@ -594,14 +598,14 @@ static void run_checks() {
       std::vector<Path> paths;
       if (g_wg_only) {
         if (epi == Epi::GateUp) {
-          add_paths(paths, {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kSimt});
+          add_paths(paths, {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kWgSwapPP64x136, kSimt});
         } else if (epi == Epi::BiasGelu) {
           add_paths(paths, {kWg128x256, kWgPP128x128, kWg128x128});
         } else {
           add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kSimt});
         }
       } else if (epi == Epi::GateUp) {
-        add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4, kWgSwap136});
+        add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4, kWgSwap136, kWgSwapPP64x136});
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kTc128x128, kTc64x128});
       } else {
@@ -783,7 +787,7 @@ static void run_dual_timing(cublasHandle_t handle, Timer& timer) {
                                   int(bk ? s.k : s.n), o.a.dev, kCublasT, int(s.k), &beta, out + j * s.m * s.n, kCublasT, int(s.n),
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     });
-    for (Path path : {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kTc128x128w8}) {
+    for (Path path : {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kWgSwapPP64x136, kTc128x128w8}) {
       const int64_t launches = kg::detail::wgmma_launches;
       const CheckResult r = check(o, path, Epi::GateUp, nullptr, 0, true);
       const std::string name = std::string(path_name(path)) + ran_as(path, launches);

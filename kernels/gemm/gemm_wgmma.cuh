@@ -747,7 +747,8 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
                      (kSwap && (Config::kSubN == 136 || Config::kSubN == 208) && Config::BN % Config::kSubN == 0)),
                 "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256 (SWAP_AB: also 136, 208, 272 or 416)");
   static_assert(!Config::kDualHalves || (NB == 2 && Config::BN % 128 == 0), "WgmmaConfig: DUAL_HALVES for dual products, BN 128 or 256");
-  static_assert(!kSwap || (!Config::kPingPong && !Config::kDualHalves && Config::BM == 128), "WgmmaConfig: SWAP_AB tiles are 128 x BN cooperative");
+  static_assert(!kSwap || (!Config::kDualHalves && Config::BM == (Config::kPingPong ? 64 : 128)),
+                "WgmmaConfig: SWAP_AB tiles are 128 x BN cooperative or 64 x BN ping-pong");
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= (kSwap ? 136 : 128),
                 "WgmmaConfig: at most 128 accumulators per consumer thread (SWAP_AB: 136)");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");

@@ -70,9 +70,9 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
         "kiln::gemm::wgmma_prefers_wide(problem, 128, 256, 4096, 128, 128)",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 272, 4, 0, 0, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 208, 5, 0, 0, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
-        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 136, 4, 0, 0, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
+        "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<64, 136, 6, 1, 0, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "kiln::gemm::wgmma_swap_choice(problem, epilogue, kiln::gemm::WgmmaTileShape{64, 128, true}, "
-        "kiln::gemm::WgmmaTileShape{128, 136, false})",
+        "kiln::gemm::WgmmaTileShape{64, 136, true})",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "static constexpr int kNumB = 2;", "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",

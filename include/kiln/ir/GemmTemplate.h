@@ -58,11 +58,12 @@ struct GemmTemplate {
   GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
   // SWAP_AB tiles, chosen per call over the tile above where their whole waves are less work
   // (kiln::gemm::wgmma_swap_choice: 816 tokens fill 3 x 272 or 4 x 208 tokens, where 128-row tiles
-  // compute 896 rows): two for single products, one for dual ones. Off: `wgmma_swap` false.
+  // compute 896 rows): two for single products, one for dual ones (ping-pong, like the tile above:
+  // a warpgroup's long epilogue runs under the other's mainloop). Off: `wgmma_swap` false.
   bool wgmma_swap = true;
   GemmWgmmaTile wgmma_swap_tile{128, 272, 4, false, false, true};
   GemmWgmmaTile wgmma_swap_narrow_tile{128, 208, 5, false, false, true};
-  GemmWgmmaTile wgmma_dual_swap_tile{128, 136, 4, false, false, true};
+  GemmWgmmaTile wgmma_dual_swap_tile{64, 136, 6, true, false, true};
   // A convolution read as an implicit im2col (a ContractionOperand with a window): one call of
   // conv<T, TileConfig<conv_tile>> (kernels/gemm/conv_implicit_gemm.cuh), `conv_reason` the why.
   GemmTile conv_tile{64, 128, 32, 2, 2, 2};
