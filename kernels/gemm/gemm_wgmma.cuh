@@ -59,12 +59,12 @@ namespace kiln::gemm {
 // DUAL_HALVES = 1 (dual products only): the tile's first BN/2 columns come from B0 and the rest
 // from B1, so one set of accumulators (one wgmma per k16) gives a BM x BN/2 output tile of both
 // products; else each B has its own BM x BN accumulators.
-// SWAP_AB = 1 (single products with a K-major A and an epilogue that is not long): the kernel
-// computes the output's transpose, C^T = B^T A^T, so that the tokens (the call's M) lie on wgmma's N,
-// which comes in steps of 8 where its M comes in steps of 64: BM weight rows (the call's N) by BN
-// tokens, BN up to 512 as wgmmas of at most 256 columns (272 = 2 x 136: 816 tokens in 3 tiles,
-// none past M, where 128-row tiles compute 7 x 128 = 896 rows). The epilogue runs straight from
-// the accumulators (no staging buffer: the ring keeps all of shared memory).
+// SWAP_AB = 1 (a K-major A; try_gemm_wgmma): the kernel computes the output's transpose,
+// C^T = B^T A^T, so that the tokens (the call's M) lie on wgmma's N, which comes in steps of 8 where
+// its M comes in steps of 64: BM weight rows (the call's N) by BN tokens, BN up to 512 as wgmmas of
+// at most 256 columns (272 = 2 x 136: 816 tokens in 3 tiles, none past M, where 128-row tiles
+// compute 7 x 128 = 896 rows); 128 x BN cooperative or 64 x BN ping-pong. The epilogue runs
+// straight from the accumulators (no staging buffer: the ring keeps all of shared memory).
 template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
@@ -483,8 +483,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       }
       const int64_t m0 = int64_t(tm) * BM + 64 * row0, n0 = int64_t(tn) * WB;
       if constexpr (kSwap) {
-        // Straight from the accumulators, every element unrolled (the functor is short), checked
-        // only on edge tiles. Element e of m64 block mi is row 16 warp + lane/4 + 8 ((e/2) % 2),
+        // Straight from the accumulators, every element unrolled (a long functor only with at most
+        // 68 accumulators per B: try_gemm_wgmma), checked only on edge tiles. Element e of m64 block mi is row 16 warp + lane/4 + 8 ((e/2) % 2),
         // column 8 (e/4) + 2 (lane%4) + e%2: for one e the warp's lanes cover 8 consecutive rows
         // (the output's columns: 16-byte runs) of 4 columns (its rows).
         const bool whole = m0 + R <= args.m && n0 + WB <= args.n;
@@ -684,12 +684,15 @@ inline int64_t wgmma_waves_work(const Problem& p, WgmmaTileShape t, bool swapped
 }
 
 namespace detail {
-// SWAP_AB tiles may be chosen unless KILN_GEMM_SWAP=0 (benchmarks compare the two in one process).
+// Whether the environment leaves the switch `name` on: unset or anything but "0" (benchmarks compare
+// a path on and off in one process: KILN_GEMM_SWAP, KILN_GEMV_WGMMA).
+inline bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+// SWAP_AB tiles may be chosen unless KILN_GEMM_SWAP=0.
 inline bool swap_ab_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_GEMM_SWAP");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch_on("KILN_GEMM_SWAP");
   return on;
 }
 }  // namespace detail

@@ -29,8 +29,6 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -91,10 +89,7 @@ namespace detail {
 // Small-M calls may take the Hopper kernel (small_m_takes_wgmma) unless KILN_GEMV_WGMMA=0
 // (benchmarks compare the two in one process).
 inline bool small_m_wgmma_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_GEMV_WGMMA");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch_on("KILN_GEMV_WGMMA");
   return on;
 }
 }  // namespace detail

@@ -83,6 +83,24 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
   test::expect_cuda_compiles_for_every_architecture("gemm_template", source_text);
 }
 
+// DefaultScheduleOptions::wgmma_swap = false (the tuner's knob) prints no SWAP_AB tile and no per-call
+// choice of one: the calls are those of the tiles before session 20.
+TEST(GemmTemplate, SwapTilesCanBeTurnedOff) {
+  const auto kernels = codegen::kernel_definitions(gated_mlp(DType::Float16), "mlp_noswap");
+  DefaultScheduleOptions options;
+  options.wgmma_swap = false;
+  std::vector<LoweredFunc> funcs;
+  for (const auto& k : kernels) {
+    const Schedule schedule = default_gpu_schedule(k.inputs, k.outputs, options);
+    funcs.push_back(codegen::lower_kernel(k, codegen::Target::Cuda, &schedule).func);
+  }
+  const std::string text = codegen::generate_module(funcs, codegen::Target::Cuda);
+  EXPECT_EQ(text.find("wgmma_swap_choice"), std::string::npos) << text;
+  EXPECT_EQ(text.find(", 0, 1>"), std::string::npos) << "a SWAP_AB WgmmaConfig in\n" << text;
+  EXPECT_NE(text.find("kiln::gemm::WgmmaConfig<64, 128, 5, 1>"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln::gemm::WgmmaConfig<128, 128, 6, 0>"), std::string::npos) << text;
+}
+
 // The epilogue functor loads what it only reads through __ldg (so nvcc can keep those loads
 // across the stores of the unrolled per-element calls) and stores its outputs plainly.
 TEST(GemmTemplate, EpilogueReadsOnlyInputsThroughLdg) {

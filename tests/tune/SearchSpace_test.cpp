@@ -75,6 +75,12 @@ TEST(SearchSpace, ContractionKernelHasTemplateKnobsThatReachItsSchedule) {
   c["wgmma_wide_min_k"] = 2048;
   EXPECT_EQ(template_of(c).gemv_warps, 16);
   EXPECT_EQ(template_of(c).wgmma_wide_min_k, 2048);
+  // The SWAP_AB tiles (tokens on wgmma's N): on by default, off as a point of the space.
+  ASSERT_TRUE(s.default_candidate().count("wgmma_swap")) << candidate_text(s.default_candidate());
+  EXPECT_TRUE(template_of(s.default_candidate()).wgmma_swap);
+  c["wgmma_swap"] = 0;
+  EXPECT_FALSE(template_of(c).wgmma_swap);
+  EXPECT_EQ(s.illegal_reason(c), "");
   c["gemv_warps"] = 12;
   EXPECT_EQ(s.illegal_reason(c), "not a point of the space");
 }
