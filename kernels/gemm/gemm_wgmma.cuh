@@ -755,6 +755,8 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
   static_assert(Config::BM / 64 / Config::kConsumersPerTile * Config::BN / 2 * detail::WgmmaLayout<Config, NB>::kAccB <= (kSwap ? 136 : 128),
                 "WgmmaConfig: at most 128 accumulators per consumer thread (SWAP_AB: 136)");
   static_assert(detail::WgmmaLayout<Config, NB>::kEpiCols > 0, "WgmmaConfig: stages leave no shared memory for the epilogue buffers");
+  // B's tile in more than one box, or of a width that is no multiple of 64, needs B K-major.
+  constexpr bool kBKMajorOnly = Config::kSubTiles > 1 || WB % 64 != 0;
   if constexpr (kWgmmaBuilt) {
     static const int sm90 = detail::device_is_sm90();
     const int64_t batch = p.batch();
@@ -764,8 +766,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
       bool b_k = p.b[0].stride_k == 1 && (p.n == 1 || p.b[0].stride_mn != 1);
       CUtensorMap ma, mb[2];
       bool a_batched = false, b_batched[2] = {false, false};
-      // (B's tile in more than one box, or of a width that is no multiple of 64, needs B K-major.)
-      bool ok = (b_k || (Config::kSubTiles == 1 && WB % 64 == 0)) &&
+      bool ok = (b_k || !kBKMajorOnly) &&
                 detail::operand_tensor_map(p, p.a, p.m, a_k, Config::BM, bf16, batch, a_batched, ma);
       for (int j = 0; j < NB && ok; ++j) {
         if (kSwap && j == 1) {  // the second weight, read as A is (try_gemm_wgmma)
@@ -802,7 +803,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         const int grid = int(args.units < sms ? args.units : sms);
         const CUtensorMap& mb1 = NB == 2 ? mb[1] : mb[0];
         cudaError_t e;
-        if constexpr (Config::kSubTiles > 1 || WB % 64 != 0) {  // B K-major (checked above)
+        if constexpr (kBKMajorOnly) {  // (b_k checked above)
           e = a_k ? detail::launch_wgmma<T, Config, Epilogue, true, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
                   : detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream);
         } else if (a_k) {

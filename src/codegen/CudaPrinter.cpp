@@ -546,18 +546,19 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   if (c.wgmma && !c.tf32) {
     const std::string wide = "kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
                              s(c.wgmma_wide_min_k) + ", " + s(c.wgmma_narrow_tile.bm) + ", " + s(c.wgmma_narrow_tile.bn) + ")";
-    std::string call = dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
-                            : "(" + wide + " ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")";
-    // SWAP_AB tiles first where kiln::gemm::wgmma_swap_choice picks one (the shapes weighed are the
-    // ones printed in the calls).
-    if (c.wgmma_swap) {
-      const std::string choice =
-          dual ? "kiln::gemm::wgmma_swap_choice(problem, epilogue, " + shape(c.wgmma_dual_tile) + ", " + shape(c.wgmma_dual_swap_tile) + ")"
-               : "kiln::gemm::wgmma_swap_choice(problem, epilogue, " + wide + " ? " + shape(c.wgmma_tile) + " : " +
-                     shape(c.wgmma_narrow_tile) + ", " + shape(c.wgmma_swap_narrow_tile) + ", " + shape(c.wgmma_swap_tile) + ")";
-      call = dual ? "(" + choice + " == 1 ? " + gemm_wgmma(c.wgmma_dual_swap_tile, c.dual_tile) + " : " + call + ")"
-                  : "(" + choice + " == 1 ? " + gemm_wgmma(c.wgmma_swap_narrow_tile, c.tile) + " : " + choice + " == 2 ? " +
-                        gemm_wgmma(c.wgmma_swap_tile, c.tile) + " : " + call + ")";
+    std::string call;
+    if (!c.wgmma_swap) {
+      call = dual ? gemm_wgmma(c.wgmma_dual_tile, c.dual_tile)
+                  : "(" + wide + " ? " + gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ")";
+    } else if (dual) {  // the SWAP_AB tile where kiln::gemm::wgmma_swap_choice picks it
+      call = "(kiln::gemm::wgmma_swap_choice(problem, epilogue, " + shape(c.wgmma_dual_tile) + ", " + shape(c.wgmma_dual_swap_tile) +
+             ") == 1 ? " + gemm_wgmma(c.wgmma_dual_swap_tile, c.dual_tile) + " : " + gemm_wgmma(c.wgmma_dual_tile, c.dual_tile) + ")";
+    } else {  // each choice made once per call: the wide or narrow tile, then a SWAP_AB tile over it
+      call = "[&]() -> cudaError_t {\n      const bool wide = " + wide + ";\n      switch (kiln::gemm::wgmma_swap_choice(problem, epilogue, wide ? " +
+             shape(c.wgmma_tile) + " : " + shape(c.wgmma_narrow_tile) + ", " + shape(c.wgmma_swap_narrow_tile) + ", " +
+             shape(c.wgmma_swap_tile) + ")) {\n        case 1: return " + gemm_wgmma(c.wgmma_swap_narrow_tile, c.tile) +
+             ";\n        case 2: return " + gemm_wgmma(c.wgmma_swap_tile, c.tile) + ";\n        default: return wide ? " +
+             gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ";\n      }\n    }()";
     }
     paths.emplace_back(0, call);
   } else {
