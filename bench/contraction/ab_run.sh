@@ -12,6 +12,8 @@
 # rebuilt with DIR's gemm/ and quant/ headers in place of this kiln's (one nvcc call with kiln's
 # flags) and timed beside the default as mode "old"; the harness of step 1 is built from DIR too and
 # its float16 binary run after the default one. (Replaces KNOB.)
+# ALT=VAR=VALUE: step 2 also times the models once more with that setting in the environment (mode
+# "alt"; e.g. ALT=KILN_GEMV_WGMMA_MIN_M=1).
 # The harness builds beside the models' export and compile. From the repository root on the GPU
 # machine, after bench/contraction/prepare_carry.sh (carry [".carry/kiln"]):
 #   OUT=$OUT KILN_COMMIT=<commit> RUN_TAG=<tag> [KNOB=<variable>] [BENCH_ARGS=--profile] bash bench/contraction/ab_run.sh
@@ -81,11 +83,15 @@ grep -c "| ok |" "$gemm_on" $gemm_off | tee -a "$log"
 grep -h "FAIL" "$gemm_on" $gemm_off | head -n 20 | tee -a "$log"
 fi
 
-for mode in default ${knob:+off} ${old_kernels:+old}; do
+alt="${ALT:-}"
+for mode in default ${knob:+off} ${old_kernels:+old} ${alt:+alt}; do
   out="/tmp/ab-$mode"
   if [ "$mode" = old ]; then
     python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$out" --only "$sections" --reuse-built \
       --work /tmp/kiln-contraction-old --tag "${tag}_old" ${BENCH_ARGS:-} >> "$log" 2>&1 || echo "bench (old kernels) failed: exit $?" | tee -a "$log"
+  elif [ "$mode" = alt ]; then
+    env "$alt" python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$out" --only "$sections" --reuse-built \
+      --tag "${tag}_alt" >> "$log" 2>&1 || echo "bench ($alt) failed: exit $?" | tee -a "$log"
   elif [ "$mode" = off ]; then
     env "$knob=0" python3 -X faulthandler bench/contraction/bench.py --kiln "$carry/kiln" --out "$out" --only "$sections" --reuse-built \
       --tag "${tag}_${knob}0" >> "$log" 2>&1 || echo "bench ($knob=0) failed: exit $?" | tee -a "$log"
@@ -94,7 +100,7 @@ for mode in default ${knob:+off} ${old_kernels:+old}; do
       --tag "$tag" ${BENCH_ARGS:-} >> "$log" 2>&1 || echo "bench failed: exit $?" | tee -a "$log"
   fi
   {
-    echo "# ${knob:-${old_kernels:+old kernels}}: $mode (commit ${KILN_COMMIT:-unknown}; command: KNOB=$knob OLD_KERNELS=${OLD_KERNELS:-} SECTIONS=$sections bench/contraction/ab_run.sh)"
+    echo "# ${knob:-${old_kernels:+old kernels}}: $mode${alt:+ (alt: $alt)} (commit ${KILN_COMMIT:-unknown}; command: KNOB=$knob OLD_KERNELS=${OLD_KERNELS:-} ALT=$alt SECTIONS=$sections bench/contraction/ab_run.sh)"
     cat "$out"/contraction_*.md
   } > "$OUT/contraction_${device}_${date}_${tag}_${mode}.md"
 done

@@ -29,8 +29,12 @@
 // flat batch), built on the host per call (and cached): the batch offset must be linear in the
 // flat batch index (or 0: a broadcast operand), every stride 16-byte aligned.
 //
-// Split-K (batch 1, workspace given, fewer tiles than SMs): as in variant 1, fp32 slices in the
-// workspace and the reduction kernel that runs the epilogue.
+// Split-K (batch 1, fewer tiles than SMs): the K splits of a tile are one thread-block cluster
+// (up to 8 CTAs, one unit each), whose CTAs leave their fp32 partial tiles in their own shared
+// memory and add them through distributed shared memory, each CTA running the epilogue on its
+// share of the tile (no workspace, no second kernel); or, where such clusters do not fit at
+// once (or KILN_GEMM_CLUSTER_SPLIT=0), as in variant 1: fp32 slices in the workspace and the
+// reduction kernel that runs the epilogue.
 //
 // Dual products (Epilogue::kNumB == 2) load both B tiles per stage and share A; accumulators
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
@@ -40,9 +44,11 @@
 // that the tokens lie on wgmma's N (steps of 8) instead of its M (steps of 64); a dual product's
 // two weights are two A tiles sharing the token tile. Their epilogue calls the functor straight
 // from the accumulators with (m, n) exchanged back (SwappedEpilogue), no staging buffer.
+#include <cooperative_groups.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -89,7 +95,8 @@ struct WgmmaArgs {
   int k_steps = 0, splits = 1, k_steps_per_split = 0;
   int a_batched = 0, b_batched = 0;  // the operand's tensor map has a batch axis (else broadcast)
   int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
-  float* partial = nullptr;          // split-K slices (splits > 1)
+  float* partial = nullptr;          // split-K slices (splits > 1, not cluster_reduce)
+  int cluster_reduce = 0;            // splits > 1: a tile's splits are a cluster of one unit each
 };
 
 template <typename Config, int kNumB>
@@ -117,6 +124,10 @@ struct WgmmaLayout {
   static constexpr int kEpiCols = widest_epilogue_cols(), kEpiStride = kEpiCols + 8;
   static constexpr size_t kEpiBytes = epilogue_bytes(kEpiCols);
   static constexpr size_t kSmemBytes = kRingBytes + Config::kConsumers * kEpiBytes;
+  // A cluster split's partial tile, kept in the ring once the CTA's only unit is computed: per B,
+  // BM rows of kOutCols fp32, each row padded by 8 floats (the fragment's float2 writes).
+  static constexpr int kPartialStride = kOutCols + 8;
+  static constexpr bool kClusterReduceFits = size_t(kNumB) * Config::BM * kPartialStride * 4 <= size_t(Config::STAGES) * kStageBytes;
 };
 
 constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
@@ -460,6 +471,27 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
       if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 1);
 
+      if (args.splits > 1 && args.cluster_reduce) {
+        // This split's partial tile, rows inside M, into the ring (free: the CTA's only unit is
+        // done); the cluster adds the partials after the loop.
+        if constexpr (L::kClusterReduceFits) {
+          float* const part = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)));
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = 64 * (row0 + mi) + 16 * warp + lane / 4 + 8 * h;
+              if (int64_t(tm) * BM + r >= args.m) continue;
+#pragma unroll
+              for (int i = 0; i < WB / 8; ++i)
+#pragma unroll
+                for (int j = 0; j < NB; ++j)
+                  *reinterpret_cast<float2*>(part + (j * BM + r) * L::kPartialStride + 8 * i + 2 * (lane % 4)) =
+                      make_float2(at(acc, j, mi, 4 * i + 2 * h), at(acc, j, mi, 4 * i + 2 * h + 1));
+            }
+        }
+        continue;
+      }
       if (args.splits > 1) {
         const int64_t slice = args.m * args.n;
 #pragma unroll
@@ -508,6 +540,44 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 2);
     }
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
+  }
+  if constexpr (L::kClusterReduceFits) {
+    if (args.splits > 1 && args.cluster_reduce) {
+      // The tile's splits (cluster ranks, one unit each) add their partials in rank order, so the sum
+      // does not depend on timing; rank q runs the epilogue on the q-th share of the tile's elements
+      // inside M, the two consumer warpgroups together. Every thread of the cluster takes part in
+      // both barriers.
+      namespace cg = cooperative_groups;
+      cg::cluster_group cluster = cg::this_cluster();
+      cluster.sync();  // every split's partial is in its CTA's shared memory
+      if (wg > 0) {
+        int b, tm, tn, split;
+        decode(int64_t(blockIdx.x), b, tm, tn, split);
+        const int64_t m0 = int64_t(tm) * BM, n0 = int64_t(tn) * WB;
+        const int rows = args.m - m0 < BM ? int(args.m - m0) : BM, total = rows * WB;
+        const int share = (total + args.splits - 1) / args.splits, q0 = int(cluster.block_rank()) * share;
+        const int end = q0 + share < total ? q0 + share : total;
+        float* const part = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)));
+        for (int i = q0 + int(threadIdx.x) - 128; i < end; i += 2 * 128) {
+          const int r = i / WB, c = i % WB;
+          if (n0 + c >= args.n) continue;
+          float t[NB];
+#pragma unroll
+          for (int j = 0; j < NB; ++j) t[j] = 0.0f;
+          for (int q = 0; q < args.splits; ++q) {
+            const float* peer = cluster.map_shared_rank(part, q);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) t[j] += peer[(j * BM + r) * L::kPartialStride + c];
+          }
+          if constexpr (NB == 2) {
+            epilogue(b, m0 + r, n0 + c, t[0], t[1]);
+          } else {
+            epilogue(b, m0 + r, n0 + c, t[0]);
+          }
+        }
+      }
+      cluster.sync();  // no CTA leaves while another reads its shared memory
+    }
   }
 #endif
 }
@@ -630,11 +700,60 @@ cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUte
                          const Epilogue& epilogue, cudaStream_t stream) {
   using L = WgmmaLayout<Config, Epilogue::kNumB>;
   auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, kAk, kBk>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
   if (e != cudaSuccess) return e;
-  kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(a, b0, b1, args, epilogue);
+  if (args.splits > 1 && args.cluster_reduce) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(grid), 1, 1);
+    config.blockDim = dim3(Config::kThreads, 1, 1);
+    config.dynamicSmemBytes = L::kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = unsigned(args.splits);
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    e = cudaLaunchKernelEx(&config, kernel, a, b0, b1, args, epilogue);
+  } else {
+    kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(a, b0, b1, args, epilogue);
+    e = cudaGetLastError();
+  }
   ++wgmma_launches;
-  return cudaGetLastError();
+  return e;
+}
+
+// How many clusters of `splits` CTAs of the kernel can be resident at once (the occupancy API,
+// which counts what fits in each GPC), looked up once per size; 0 where unknown.
+template <typename T, typename Config, typename Epilogue>
+int64_t wgmma_resident_clusters(int splits) {
+  using L = WgmmaLayout<Config, Epilogue::kNumB>;
+  static std::atomic<int64_t> cache[9];
+  int64_t resident = cache[splits].load(std::memory_order_relaxed);
+  if (resident > 0) return resident;
+  auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, true, true>;  // (every instantiation has the same resources)
+  int count = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes)) == cudaSuccess) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(splits) * 256u, 1, 1);
+    config.blockDim = dim3(Config::kThreads, 1, 1);
+    config.dynamicSmemBytes = L::kSmemBytes;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = unsigned(splits);
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess) count = 0;
+  }
+  if (count <= 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cache[splits].store(count, std::memory_order_relaxed);
+  return count;
 }
 
 }  // namespace kiln::gemm::detail
@@ -693,6 +812,11 @@ inline bool env_switch_on(const char* name) {
 // SWAP_AB tiles may be chosen unless KILN_GEMM_SWAP=0.
 inline bool swap_ab_enabled() {
   static const bool on = env_switch_on("KILN_GEMM_SWAP");
+  return on;
+}
+// Split-K through clusters unless KILN_GEMM_CLUSTER_SPLIT=0.
+inline bool cluster_split_enabled() {
+  static const bool on = env_switch_on("KILN_GEMM_CLUSTER_SPLIT");
   return on;
 }
 }  // namespace detail
@@ -787,8 +911,22 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         const int64_t sms = detail::device_sm_count(), tiles = tiles_m * tiles_n;
         int64_t splits = 1;
         const int64_t slice_bytes = int64_t(NB) * p.m * p.n * 4;
-        if (batch == 1 && workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0 && workspace_bytes >= 2 * slice_bytes &&
-            tiles < sms) {
+        if (detail::WgmmaLayout<Config, NB>::kClusterReduceFits && batch == 1 && tiles < sms && detail::cluster_split_enabled()) {
+          // The splits of a tile as one cluster (one unit per CTA: tiles x splits <= SMs), as many as
+          // fill the GPU, at most 8 (portable clusters) and no fewer than 4 k-steps each, with every
+          // tile's cluster resident at once.
+          splits = sms / tiles;
+          if (splits > 8) splits = 8;
+          if (splits > k_steps / 4) splits = k_steps / 4;
+          while (splits >= 2 && tiles > detail::wgmma_resident_clusters<T, Config, Epilogue>(int(splits))) --splits;
+          if (splits >= 2) {
+            const int64_t per = (k_steps + splits - 1) / splits;
+            if ((k_steps + per - 1) / per == splits) args.cluster_reduce = 1;
+          }
+          if (!args.cluster_reduce) splits = 1;
+        }
+        if (!args.cluster_reduce && batch == 1 && workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0 &&
+            workspace_bytes >= 2 * slice_bytes && tiles < sms) {
           splits = sms / tiles;
           if (splits > 8) splits = 8;
           if (splits > k_steps / 4) splits = k_steps / 4;
@@ -798,7 +936,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         const int64_t per_split = (k_steps + splits - 1) / splits;
         splits = (k_steps + per_split - 1) / per_split;
         args.splits = int(splits), args.k_steps_per_split = int(per_split);
-        args.partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
+        args.partial = splits > 1 && !args.cluster_reduce ? static_cast<float*>(workspace) : nullptr;
         args.units = batch * tiles * splits;
         const int grid = int(args.units < sms ? args.units : sms);
         const CUtensorMap& mb1 = NB == 2 ? mb[1] : mb[0];
@@ -813,7 +951,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
           e = b_k ? detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
                   : detail::launch_wgmma<T, Config, Epilogue, false, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
         }
-        if (e != cudaSuccess || splits == 1) return result = e, true;
+        if (e != cudaSuccess || splits == 1 || args.cluster_reduce) return result = e, true;
         const int64_t blocks = (p.m * p.n + 255) / 256;
         detail::splitk_epilogue_kernel<Epilogue>
             <<<unsigned(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(args.partial, p.m, p.n, int(splits), epilogue);

@@ -29,6 +29,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <cstdlib>
+
 #include <type_traits>
 
 #include "attention.cuh"
@@ -92,6 +94,15 @@ inline bool small_m_wgmma_enabled() {
   static const bool on = env_switch_on("KILN_GEMV_WGMMA");
   return on;
 }
+// The fewest rows that take it: 9 unless KILN_GEMV_WGMMA_MIN_M says otherwise (a benchmark's A/B).
+inline int64_t small_m_wgmma_min_m() {
+  static const int64_t min_m = [] {
+    const char* v = std::getenv("KILN_GEMV_WGMMA_MIN_M");
+    const long long m = v != nullptr ? std::atoll(v) : 9;
+    return int64_t(m >= 1 ? m : 9);
+  }();
+  return min_m;
+}
 }  // namespace detail
 
 // Whether a small-M call runs the Hopper kernel rather than gemv.cuh: M from 9 (gemv.cuh runs up to
@@ -101,7 +112,7 @@ inline bool small_m_wgmma_enabled() {
 // 2048 x 16384 24.6 against 29.1, 4096 x 4096 14.4 against 16.7; but single 16384 x 2048 24.2
 // against gemv.cuh's 21.7 (4 warps per block, 5 blocks per SM), which keeps it.
 inline bool small_m_takes_wgmma(const Problem& p) {
-  return p.m >= 9 && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
+  return p.m >= detail::small_m_wgmma_min_m() && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
 }
 
 // Small M with the call's workspace: on sm_90 builds where small_m_takes_wgmma, the Hopper kernel
