@@ -419,6 +419,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             if (tid == 0) mbar_arrive(empty(stage));
             if (++stage == S) stage = 0, phase ^= 1u;
           }
+          if (args.splits > 1 && args.cluster_reduce) named_barrier_arrive(5, 256);  // (the partial's barrier, below)
           continue;
         }
       }
@@ -473,8 +474,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 
       if (args.splits > 1 && args.cluster_reduce) {
         // This split's partial tile, rows inside M, into the ring (free: the CTA's only unit is
-        // done); the cluster adds the partials after the loop.
+        // done, once both warpgroups of a cooperative tile have finished their wgmmas); the cluster
+        // adds the partials after the loop.
         if constexpr (L::kClusterReduceFits) {
+          if constexpr (!kPingPong) named_barrier_sync(5, 256);
           float* const part = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)));
 #pragma unroll
           for (int mi = 0; mi < MI; ++mi)
