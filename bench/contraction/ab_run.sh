@@ -13,7 +13,7 @@
 # flags) and timed beside the default as mode "old"; the harness of step 1 is built from DIR too and
 # its float16 binary run after the default one. (Replaces KNOB.)
 # ALT=VAR=VALUE: step 2 also times the models once more with that setting in the environment (mode
-# "alt"; e.g. ALT=KILN_GEMV_WGMMA_MIN_M=1).
+# "alt"; e.g. ALT=KILN_GEMV_PDL=0).
 # The harness builds beside the models' export and compile. From the repository root on the GPU
 # machine, after bench/contraction/prepare_carry.sh (carry [".carry/kiln"]):
 #   OUT=$OUT KILN_COMMIT=<commit> RUN_TAG=<tag> [KNOB=<variable>] [BENCH_ARGS=--profile] bash bench/contraction/ab_run.sh

@@ -29,8 +29,6 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include <cstdlib>
-
 #include <type_traits>
 
 #include "attention.cuh"
@@ -94,30 +92,21 @@ inline bool small_m_wgmma_enabled() {
   static const bool on = env_switch_on("KILN_GEMV_WGMMA");
   return on;
 }
-// The fewest rows that take it: 9 unless KILN_GEMV_WGMMA_MIN_M says otherwise (a benchmark's A/B).
-inline int64_t small_m_wgmma_min_m() {
-  static const int64_t min_m = [] {
-    const char* v = std::getenv("KILN_GEMV_WGMMA_MIN_M");
-    const long long m = v != nullptr ? std::atoll(v) : 9;
-    return int64_t(m >= 1 ? m : 9);
-  }();
-  return min_m;
-}
 }  // namespace detail
 
 // Whether a small-M call runs the Hopper kernel rather than gemv.cuh: M from 9 (gemv.cuh runs up to
 // 8 rows with one row tile per warp, its cheaper instantiation), for dual products and for N up
-// to 4096 (few tiles: K split into the workspace). Measured at M = 16 on an H200, graph replay
+// to 4096 (few tiles: K split across a cluster of CTAs, gemm_wgmma.cuh). Measured at M = 16 on an H200, graph replay
 // (bench/gemm/NOTES.md, run s9c): Gemma's dual gate/up 16384 x 2048 39.5 us against 50.0, single
 // 2048 x 16384 24.6 against 29.1, 4096 x 4096 14.4 against 16.7; but single 16384 x 2048 24.2
 // against gemv.cuh's 21.7 (4 warps per block, 5 blocks per SM), which keeps it.
 inline bool small_m_takes_wgmma(const Problem& p) {
-  return p.m >= detail::small_m_wgmma_min_m() && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
+  return p.m >= 9 && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
 }
 
 // Small M with the call's workspace: on sm_90 builds where small_m_takes_wgmma, the Hopper kernel
 // with 64 x 128 ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read),
-// split-K into the workspace when its tiles leave SMs idle; otherwise (and on other devices, or
+// split-K (a cluster per tile, or the workspace) when its tiles leave SMs idle; otherwise (and on other devices, or
 // for operands TMA cannot read) gemv.cuh.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
