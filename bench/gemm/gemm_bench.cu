@@ -129,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -140,6 +140,7 @@ static const char* path_name(Path p) {
     case kWgPP128x128: return "wgmma<128,128,6,pingpong>";
     case kWgPP64x256: return "wgmma<64,256,5,pingpong>";
     case kWgPP64x128: return "wgmma<64,128,5,pingpong>";
+    case kWgPP64x128s8: return "wgmma<64,128,8,pingpong>";
     case kWg128x256: return "wgmma<128,256,4>";
     case kWg256x128: return "wgmma<256,128,4>";
     case kWg128x128: return "wgmma<128,128,6>";
@@ -194,6 +195,9 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kWgPP64x128:  // ping-pong for dual products (64 x 128 x 2 accumulators per warpgroup)
       if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 128, 5, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgPP64x128s8:  // the small-M tile with 8 stages of B in flight (single products)
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 128, 8, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kWg128x256:
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 256, 4>, kg::TileConfig<128, 128, 64, 2, 2, 3>>(p, e, ws, ws_bytes, s);
@@ -690,7 +694,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     }
     std::vector<Path> paths;
     if (s.m <= 16 && g_wg_only) {
-      add_paths(paths, {kGemv4, kGemv16, kWgPP64x128});
+      add_paths(paths, {kGemv4, kGemv16, kWgPP64x128, kWgPP64x128s8});
     } else if (s.m <= 16) {
       add_paths(paths, {kGemv4, kGemv8, kGemv16});
     } else if (s.m <= 51) {
