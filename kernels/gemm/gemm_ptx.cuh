@@ -4,6 +4,7 @@
 // header compiles for sm_80, sm_90 and sm_110.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #include <atomic>
@@ -158,6 +159,36 @@ inline int vector_axis(const Problem& p, const Operand& op, int64_t mn_extent) {
     return 1;
   }
   return -1;
+}
+
+// The launch attribute of 1-D thread-block clusters of `size` CTAs (sm_90+).
+inline cudaLaunchAttribute cluster_attribute(int size) {
+  cudaLaunchAttribute a = {};
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = unsigned(size);
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  return a;
+}
+
+// How many 1-D clusters of `size` CTAs of `kernel` (`threads` threads and `smem` bytes of dynamic
+// shared memory each) can be resident at once: the occupancy API, which counts what fits in each
+// GPC (on H100/H200 far less than SM slots / size for some sizes); 0 where it cannot say.
+template <typename Kernel>
+int max_active_clusters(Kernel kernel, int size, int threads, size_t smem) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(size) * 1024u, 1, 1);  // (more clusters than can ever be resident)
+  config.blockDim = dim3(unsigned(threads), 1, 1);
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute cluster = cluster_attribute(size);
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int count = 0;
+  if (cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess || count < 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 inline int device_sm_count() {

@@ -97,7 +97,7 @@ struct WgmmaArgs {
   int a_batched = 0, b_batched = 0;  // the operand's tensor map has a batch axis (else broadcast)
   int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
   float* partial = nullptr;          // split-K slices (splits > 1, not cluster_reduce)
-  int cluster_reduce = 0;            // splits > 1: a tile's splits are a cluster of one unit each
+  int cluster_reduce = 0;            // (only with splits > 1) a tile's splits are a cluster of one unit each
 };
 
 template <typename Config, int kNumB>
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
             if (tid == 0) mbar_arrive(empty(stage));
             if (++stage == S) stage = 0, phase ^= 1u;
           }
-          if (args.splits > 1 && args.cluster_reduce) named_barrier_arrive(5, 256);  // (the partial's barrier, below)
+          if (args.cluster_reduce) named_barrier_arrive(5, 256);  // (the partial's barrier, below)
           continue;
         }
       }
@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       if (tid == 0 && local < 2) KILN_WGMMA_TRACE(4 + 3 * cw);
       if (tid == 0) KILN_WGMMA_TILE_TRACE(local, cw, 1);
 
-      if (args.splits > 1 && args.cluster_reduce) {
+      if (args.cluster_reduce) {
         // This split's partial tile, rows inside M, into the ring (free: the CTA's only unit is
         // done, once both warpgroups of a cooperative tile have finished their wgmmas); the cluster
         // adds the partials after the loop.
@@ -546,7 +546,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     if (tid == 0) KILN_WGMMA_TRACE(5 + 3 * cw);
   }
   if constexpr (L::kClusterReduceFits) {
-    if (args.splits > 1 && args.cluster_reduce) {
+    if (args.cluster_reduce) {
       // The tile's splits (cluster ranks, one unit each) add their partials in rank order, so the sum
       // does not depend on timing; rank q runs the epilogue on the q-th share of the tile's elements
       // inside M, the two consumer warpgroups together. Every thread of the cluster takes part in
@@ -706,18 +706,14 @@ cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUte
   auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, kAk, kBk>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
   if (e != cudaSuccess) return e;
-  if (args.splits > 1 && args.cluster_reduce) {
+  if (args.cluster_reduce) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(unsigned(grid), 1, 1);
     config.blockDim = dim3(Config::kThreads, 1, 1);
     config.dynamicSmemBytes = L::kSmemBytes;
     config.stream = stream;
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = unsigned(args.splits);
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = 1;
-    config.attrs = cluster;
+    cudaLaunchAttribute cluster = cluster_attribute(args.splits);
+    config.attrs = &cluster;
     config.numAttrs = 1;
     e = cudaLaunchKernelEx(&config, kernel, a, b0, b1, args, epilogue);
   } else {
@@ -738,20 +734,8 @@ int64_t wgmma_resident_clusters(int splits) {
   if (resident > 0) return resident;
   auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, true, true>;  // (every instantiation has the same resources)
   int count = 0;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes)) == cudaSuccess) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(splits) * 256u, 1, 1);
-    config.blockDim = dim3(Config::kThreads, 1, 1);
-    config.dynamicSmemBytes = L::kSmemBytes;
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = unsigned(splits);
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = 1;
-    config.attrs = cluster;
-    config.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess) count = 0;
-  }
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes)) == cudaSuccess)
+    count = max_active_clusters(kernel, splits, Config::kThreads, L::kSmemBytes);
   if (count <= 0) {
     (void)cudaGetLastError();
     return 0;

@@ -465,17 +465,7 @@ int64_t gemv_resident(int splits) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, WARPS * 32, 0) != cudaSuccess) count = 0;
     count *= sms;
   } else {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(splits) * 1024u, 1, 1);
-    config.blockDim = dim3(WARPS * 32, 1, 1);
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = unsigned(splits);
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = 1;
-    config.attrs = cluster;
-    config.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess) count = 0;
+    count = max_active_clusters(kernel, splits, WARPS * 32, 0);
   }
   if (count <= 0) {
     (void)cudaGetLastError();
@@ -548,13 +538,7 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
     config.stream = stream;
     cudaLaunchAttribute attrs[2];
     config.attrs = attrs;
-    if (splits > 1) {
-      cudaLaunchAttribute& cluster = attrs[config.numAttrs++];
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = unsigned(splits);
-      cluster.val.clusterDim.y = 1;
-      cluster.val.clusterDim.z = 1;
-    }
+    if (splits > 1) attrs[config.numAttrs++] = detail::cluster_attribute(splits);
     if (detail::gemv_pdl()) {
       cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
       pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
