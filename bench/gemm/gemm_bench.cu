@@ -129,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWgSwap16, kWgSwap16Dual, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -141,6 +141,8 @@ static const char* path_name(Path p) {
     case kWgPP64x256: return "wgmma<64,256,5,pingpong>";
     case kWgPP64x128: return "wgmma<64,128,5,pingpong>";
     case kWgPP64x128s8: return "wgmma<64,128,8,pingpong>";
+    case kWgSwap16: return "wgmma<128,16,12,swapAB>";
+    case kWgSwap16Dual: return "wgmma<128,16,6,swapAB>";
     case kWg128x256: return "wgmma<128,256,4>";
     case kWg256x128: return "wgmma<256,128,4>";
     case kWg128x128: return "wgmma<128,128,6>";
@@ -195,6 +197,12 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kWgPP64x128:  // ping-pong for dual products (64 x 128 x 2 accumulators per warpgroup)
       if constexpr (E::kAllPaths || E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 128, 5, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgSwap16:  // the small-M SWAP_AB tile: 16 tokens against 128 weight rows, 12 stages
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 12, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgSwap16Dual:  // its dual products: two weight tiles and the token tile, 6 stages
+      if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 6, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kWgPP64x128s8:  // the small-M tile with 8 stages of B in flight (single products)
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 128, 8, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
@@ -602,11 +610,11 @@ static void run_checks() {
       std::vector<Path> paths;
       if (g_wg_only) {
         if (epi == Epi::GateUp) {
-          add_paths(paths, {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kWgSwapPP64x136, kSimt});
+          add_paths(paths, {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kWgSwapPP64x136, kWgSwap16Dual, kSimt});
         } else if (epi == Epi::BiasGelu) {
           add_paths(paths, {kWg128x256, kWgPP128x128, kWg128x128});
         } else {
-          add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kSimt});
+          add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kWgSwap16, kSimt});
         }
       } else if (epi == Epi::GateUp) {
         add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4, kWgSwap136, kWgSwapPP64x136});
@@ -694,7 +702,7 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     }
     std::vector<Path> paths;
     if (s.m <= 16 && g_wg_only) {
-      add_paths(paths, {kGemv4, kGemv16, kWgPP64x128, kWgPP64x128s8});
+      add_paths(paths, {kGemv4, kGemv16, kWgPP64x128, kWgPP64x128s8, kWgSwap16});
     } else if (s.m <= 16) {
       add_paths(paths, {kGemv4, kGemv8, kGemv16});
     } else if (s.m <= 51) {
@@ -788,8 +796,9 @@ static void run_dual_timing(cublasHandle_t handle, Timer& timer) {
   emit("\n### %s: gate*up dual product (vs 2 cuBLAS calls)\n\n| shape | path | check | µs | TFLOP/s | 2x cuBLAS µs | vs cuBLAS |\n"
        "|---|---|---|---|---|---|---|\n", kDtype);
   const float alpha = 1.0f, beta = 0.0f;
+  for (int64_t m : {int64_t(816), int64_t(1), int64_t(16)})
   for (bool bk : {false, true}) {
-    Shape s{816, 16384, 2048};
+    Shape s{m, 16384, 2048};
     s.b_k = bk;
     Operands o;
     o.make(s, 2);
@@ -801,7 +810,9 @@ static void run_dual_timing(cublasHandle_t handle, Timer& timer) {
                                   int(bk ? s.k : s.n), o.a.dev, kCublasT, int(s.k), &beta, out + j * s.m * s.n, kCublasT, int(s.n),
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     });
-    for (Path path : {kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kWgSwapPP64x136, kTc128x128w8}) {
+    const std::vector<Path> paths = m > 16 ? std::vector<Path>{kWg128x128s4, kWgPP64x128, kWgDualHalves, kWgSwap136, kWgSwapPP64x136, kTc128x128w8}
+                                           : std::vector<Path>{kGemv8, kWgPP64x128, kWgSwap16Dual};
+    for (Path path : paths) {
       const int64_t launches = kg::detail::wgmma_launches;
       const CheckResult r = check(o, path, Epi::GateUp, nullptr, 0, true);
       const std::string name = std::string(path_name(path)) + ran_as(path, launches);

@@ -392,6 +392,29 @@ __device__ __forceinline__ void wgmma_m64n208k16(float (&d)[104], uint64_t desc_
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
 }
 
+// N = 16: the token tile of the small-M SWAP_AB configuration (gemm_wgmma.cuh: up to 16 tokens
+// against 128 weight rows, as cuBLAS runs M <= 16).
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d, __half) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "%8, %9, p, 1, 1, %11, %12;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+}
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d, __nv_bfloat16) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "%8, %9, p, 1, 1, %11, %12;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+}
+
 template <int N, int kTransA, int kTransB, typename T>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   if constexpr (N == 256) {
@@ -404,8 +427,10 @@ __device__ __forceinline__ void wgmma(float (&d)[N / 2], uint64_t desc_a, uint64
     wgmma_m64n136k16<kTransA, kTransB>(d, desc_a, desc_b, scale_d, T{});
   } else if constexpr (N == 128) {
     wgmma_m64n128k16<kTransA, kTransB>(d, desc_a, desc_b, scale_d, T{});
+  } else if constexpr (N == 16) {
+    wgmma_m64n16k16<kTransA, kTransB>(d, desc_a, desc_b, scale_d, T{});
   } else {
-    static_assert(N == 64, "wgmma: N is 64, 128, 136, 208, 224 or 256");
+    static_assert(N == 64, "wgmma: N is 16, 64, 128, 136, 208, 224 or 256");
     wgmma_m64n64k16<kTransA, kTransB>(d, desc_a, desc_b, scale_d, T{});
   }
 }

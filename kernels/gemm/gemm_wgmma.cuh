@@ -72,6 +72,8 @@ namespace kiln::gemm {
 // at most 256 columns (272 = 2 x 136: 816 tokens in 3 tiles, none past M, where 128-row tiles
 // compute 7 x 128 = 896 rows); 128 x BN cooperative or 64 x BN ping-pong. The epilogue runs
 // straight from the accumulators (no staging buffer: the ring keeps all of shared memory).
+// BN = 16 is the small-M tile (up to 16 tokens against 128 weight rows, 18 KB a stage: 12 stages
+// of weights in flight, what cuBLAS keeps at M <= 16).
 template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
@@ -782,9 +784,9 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
   constexpr int64_t WB = detail::WgmmaLayout<Config, NB>::kOutCols;  // output columns per tile
   constexpr bool kSwap = Config::kSwapAB;
   static_assert(Config::BM % (64 * Config::kConsumersPerTile) == 0 && Config::BM <= 256 &&
-                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256 ||
+                    (Config::BN == 64 || Config::BN == 128 || Config::BN == 256 || (kSwap && Config::BN == 16) ||
                      (kSwap && (Config::kSubN == 136 || Config::kSubN == 208) && Config::BN % Config::kSubN == 0)),
-                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256 (SWAP_AB: also 136, 208, 272 or 416)");
+                "WgmmaConfig: BM 128 or 256 (ping-pong: 64 or 128), BN 64, 128 or 256 (SWAP_AB: also 16, 136, 208, 272 or 416)");
   static_assert(!Config::kDualHalves || (NB == 2 && Config::BN % 128 == 0), "WgmmaConfig: DUAL_HALVES for dual products, BN 128 or 256");
   static_assert(!kSwap || (!Config::kDualHalves && Config::BM == (Config::kPingPong ? 64 : 128)),
                 "WgmmaConfig: SWAP_AB tiles are 128 x BN cooperative or 64 x BN ping-pong");
