@@ -29,6 +29,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -92,6 +94,15 @@ inline bool small_m_wgmma_enabled() {
   static const bool on = env_switch_on("KILN_GEMV_WGMMA");
   return on;
 }
+// Small-M calls try the 16-token SWAP_AB tile first when KILN_GEMV_SWAP16=1 (an opt-in while it is
+// measured: bench/gemm/NOTES.md, session 21).
+inline bool small_m_swap16_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_GEMV_SWAP16");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 }  // namespace detail
 
 // Whether a small-M call runs the Hopper kernel rather than gemv.cuh: M from 9 (gemv.cuh runs up to
@@ -112,6 +123,9 @@ template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
     cudaError_t e;
+    using Swap16 = std::conditional_t<Epilogue::kNumB == 2, WgmmaConfig<128, 16, 6, 0, 0, 1>, WgmmaConfig<128, 16, 12, 0, 0, 1>>;
+    if (p.m <= 16 && detail::small_m_swap16_enabled() && detail::try_gemm_wgmma<T, Swap16>(p, epilogue, workspace, workspace_bytes, stream, e))
+      return e;
     if (small_m_takes_wgmma(p) &&
         detail::try_gemm_wgmma<T, WgmmaConfig<64, 128, 5, 1>>(p, epilogue, workspace, workspace_bytes, stream, e))
       return e;
