@@ -2,14 +2,15 @@
 """Edge shapes of the contraction templates, end to end through `kiln compile` (run on the GPU,
 also under compute-sanitizer memcheck/racecheck by device_run.sh): a gated MLP and attention's
 batched products with sizes that are not multiples of any tile (K = 72 and 200, N = 200 and 40,
-odd sequence lengths), float16 and bfloat16, at M = 1, 2, 16, 17, 33 and 300 (the small-M kernel and
-the tensor-core kernel on both sides of the switch); convolutions through the implicit-GEMM template
+odd sequence lengths; a gated MLP 72 -> 12700 for the 16-token SWAP_AB tile), float16 and
+bfloat16, at M = 1, 2, 16, 17, 33 and 300 (the small-M kernels and the tensor-core kernel on both
+sides of each switch); convolutions through the implicit-GEMM template
 (strides, asymmetric padding, dilation, 1x1, 5x5, C = 3, channels and pixels off every tile, 1-D,
 a symbolic batch at two sizes) and ones that keep the plain path (groups, depthwise). Each result is
 checked against an fp32 torch reference on fresh random data with NaN-poisoned outputs. Exit status
 1 on any failure.
 
-Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR] [--kinds mlp,attention,conv] [--bf16-cases 1,5,13]
+Usage: bench/contraction/edge_check.py --kiln PATH [--work DIR] [--kinds mlp,mlpwide,attention,attention64,conv] [--bf16-cases 1,5,13]
 """
 import argparse
 import importlib.util
@@ -28,6 +29,8 @@ _spec.loader.exec_module(_bench)
 KilnModel, rel_err = _bench.KilnModel, _bench.rel_err
 
 ONNX_TYPE = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
+# The wide MLP's hidden size (kind mlpwide).
+WIDE_F = 12700
 # Added to every kiln compile: $KILN_COMPILE_FLAGS, space-separated (e.g. --conv-wgmma).
 COMPILE_FLAGS = os.environ.get("KILN_COMPILE_FLAGS", "").split()
 
@@ -174,7 +177,7 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--work", default="/tmp/kiln-edge")
     ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--kinds", default="mlp,attention,attention64,conv")
+    ap.add_argument("--kinds", default="mlp,mlpwide,attention,attention64,conv")
     ap.add_argument("--bf16-cases", default="", help="conv cases (indices) also checked in bfloat16 (default: all)")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
@@ -183,7 +186,10 @@ def main():
     for dtype in (torch.float16, torch.bfloat16):
         # attention: D = 40 (the fused kernel's fp32 fallback); attention64: D = 64 with a scale and
         # a mask (its tensor-core path), both fused (src/lower/TemplateAttention.h).
-        for kind, build in (("mlp", mlp_model), ("attention", attention_model),
+        # mlpwide: F = 12700 (100 weight tiles of 128 rows, the last one 28 rows): the gate/up
+        # product at M <= 16 on the 16-token SWAP_AB tile (kernels/gemm/kiln_gemm.cuh,
+        # small_m_takes_swap16).
+        for kind, build in (("mlp", mlp_model), ("mlpwide", lambda p, t: mlp_model(p, t, f=WIDE_F)), ("attention", attention_model),
                             ("attention64", lambda p, t: attention_model(p, t, heads=2, d=64, scaled=True))):
             if kind not in kinds:
                 continue
@@ -207,9 +213,10 @@ def main():
         model = KilnModel(out, path)
         for m in (1, 2, 16, 17, 33, 300):
             torch.manual_seed(m)
-            if kind == "mlp":
+            if kind in ("mlp", "mlpwide"):
+                f = WIDE_F if kind == "mlpwide" else 200
                 w = {n: torch.randn(*s, device="cuda", dtype=dtype) / s[0] ** 0.5
-                     for n, s in (("wg", (72, 200)), ("wu", (72, 200)), ("wd", (200, 72)))}
+                     for n, s in (("wg", (72, f)), ("wu", (72, f)), ("wd", (f, 72)))}
                 x = torch.randn(m, 72, device="cuda", dtype=dtype)
                 xf = x.float()
                 ref = xf + (torch.tanh(xf @ w["wg"].float()) * (xf @ w["wu"].float())) @ w["wd"].float()

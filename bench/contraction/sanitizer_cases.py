@@ -6,8 +6,8 @@ process (device_run.sh's sanitizer step). numpy only: the expected outputs are f
 the rounded inputs, rounded once to the output dtype, except kiln.QuantLinear cases, whose expected
 outputs come from kiln's CPU interpreter (`kiln compile --reference`, the kernels' own reference).
 
-Covered: the small-M kernel (M = 1, 2, 16; K off the vector width), mma.sync tiles with and without
-split-K (M = 17, 33, 200), the Hopper kernels (M = 300: 128x128 ping-pong; M = 520 with K = 4096
+Covered: the small-M kernels (M = 1, 2, 16; K off the vector width; N = 12700: the 16-token
+SWAP_AB tile), mma.sync tiles with and without split-K (M = 17, 33, 200), the Hopper kernels (M = 300: 128x128 ping-pong; M = 520 with K = 4096
 over at least 132 tiles: 128x256 cooperative), dual gate/up products (small M, tiles, Hopper),
 Gemm with transB, alpha, beta and C, batched attention products, an attention block, implicit-GEMM
 convolutions (stride, dilation, asymmetric pads, 1-D, BN+ReLU) and the plain conv path (groups),
@@ -73,8 +73,9 @@ def write_case(root, name, nodes, inputs, outputs, inits=(), opset=17, domains=(
 
 def matmul_cases(root, rng, t, small):
     # (M, K, N): the small-M kernel, mma.sync tiles (split-K at M = 200, K = 1024), Hopper tiles.
-    shapes = [(1, 136, 200), (2, 72, 200), (16, 520, 72), (1, 130, 64), (17, 200, 40), (33, 72, 136),
-              (200, 1024, 136), (300, 264, 200)]
+    # N = 12700 at M <= 16: the 16-token SWAP_AB tile (100 weight tiles, the last one 28 rows).
+    shapes = [(1, 136, 200), (2, 72, 200), (16, 520, 72), (1, 130, 64), (1, 72, 12700), (16, 136, 12700), (17, 200, 40),
+              (33, 72, 136), (200, 1024, 136), (300, 264, 200)]
     if not small:
         shapes.append((520, 4096, 6912))  # 5 x 27 = 135 tiles of 128x256 with K >= 4096: the cooperative tile
     for m, k, n in shapes:
@@ -104,9 +105,10 @@ def gelu(v):
 
 
 def mlp_cases(root, rng, t):
-    """gelu_tanh(x Wg) * (x Wu), then Wd, plus the residual: the dual product and the down product."""
-    h, f = 96, 264
-    for m in (1, 16, 17, 200, 300):
+    """gelu_tanh(x Wg) * (x Wu), then Wd, plus the residual: the dual product and the down product
+    (F = 12700 at M <= 16: the dual product on the 16-token SWAP_AB tile)."""
+    h = 96
+    for f, m in [(264, m) for m in (1, 16, 17, 200, 300)] + [(12700, 1), (12700, 16)]:
         x = rand(rng, (m, h), t)
         wg, wu, wd = rand(rng, (h, f), t, h ** -0.5), rand(rng, (h, f), t, h ** -0.5), rand(rng, (f, h), t, f ** -0.5)
         g, u = round_to(x @ wg, t), round_to(x @ wu, t)
@@ -121,7 +123,7 @@ def mlp_cases(root, rng, t):
                  helper.make_node("Mul", ["gt", "c0.5"], ["act"]), helper.make_node("Mul", ["act", "u"], ["p"]),
                  helper.make_node("MatMul", ["p", "wd"], ["d"]), helper.make_node("Add", ["d", "x"], ["y"])]
         consts = [(n, t, round_to(np.array(float(n[1:])), t)) for n in ("c0.044715", "c0.7978845608028654", "c1.0", "c0.5")]
-        write_case(root, f"mlp_gelu_{NAMES[t]}_m{m}", nodes, [("x", t, x)], [("y", t, y)],
+        write_case(root, f"mlp_gelu_{NAMES[t]}_m{m}" + ("" if f == 264 else f"_f{f}"), nodes, [("x", t, x)], [("y", t, y)],
                    [("wg", t, wg), ("wu", t, wu), ("wd", t, wd)] + consts)
 
 

@@ -94,13 +94,9 @@ inline bool small_m_wgmma_enabled() {
   static const bool on = env_switch_on("KILN_GEMV_WGMMA");
   return on;
 }
-// Small-M calls try the 16-token SWAP_AB tile first when KILN_GEMV_SWAP16=1 (an opt-in while it is
-// measured: bench/gemm/NOTES.md, session 21).
+// Small-M calls may take the 16-token SWAP_AB tile (small_m_takes_swap16) unless KILN_GEMV_SWAP16=0.
 inline bool small_m_swap16_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_GEMV_SWAP16");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_switch_on("KILN_GEMV_SWAP16");
   return on;
 }
 }  // namespace detail
@@ -115,8 +111,22 @@ inline bool small_m_takes_wgmma(const Problem& p) {
   return p.m >= 9 && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
 }
 
-// Small M with the call's workspace: on sm_90 builds where small_m_takes_wgmma, the Hopper kernel
-// with 64 x 128 ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read),
+// Whether a call of at most 16 tokens runs the Hopper kernel's 16-token SWAP_AB tile (128 weight
+// rows x 16 tokens, 12 stages; 6 for dual products), before small_m_takes_wgmma and gemv.cuh: where
+// its weight tiles alone fill at least 3/4 of the SMs, so K is not split. Measured on an H200
+// (bench/gemm/NOTES.md, run s22a, graph replay, fp16): Gemma's dual gate/up 16384 x 2048 at M = 1
+// 42.4 us against gemv.cuh's 50.2, the Gemma block 59.4 against 62.7 (M = 1) and 60.5 against 66.3
+// (M = 16); single 16384 x 2048 at M = 16 19.1 against 21.7. Where K would be split (N = 2048 or
+// 4096: 16 or 32 tiles) it was no faster, and slower at 4096 x 4096, M = 1 (15.7 against 13.3,
+// weights rotated), so those keep the paths below.
+inline bool small_m_takes_swap16(const Problem& p) {
+  if (p.m > 16 || !detail::small_m_swap16_enabled()) return false;
+  const int64_t tiles = p.batch() * ((p.n + 127) / 128);
+  return tiles * 4 >= int64_t(detail::device_sm_count()) * 3;
+}
+
+// Small M with the call's workspace: on sm_90 builds the Hopper kernel's 16-token SWAP_AB tile where
+// small_m_takes_swap16; else where small_m_takes_wgmma, the Hopper kernel with 64 x 128 ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read),
 // split-K (a cluster per tile, or the workspace) when its tiles leave SMs idle; otherwise (and on other devices, or
 // for operands TMA cannot read) gemv.cuh.
 template <typename T, typename Config, typename Epilogue>
@@ -124,7 +134,7 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, in
   if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
     cudaError_t e;
     using Swap16 = std::conditional_t<Epilogue::kNumB == 2, WgmmaConfig<128, 16, 6, 0, 0, 1>, WgmmaConfig<128, 16, 12, 0, 0, 1>>;
-    if (p.m <= 16 && detail::small_m_swap16_enabled() && detail::try_gemm_wgmma<T, Swap16>(p, epilogue, workspace, workspace_bytes, stream, e))
+    if (small_m_takes_swap16(p) && detail::try_gemm_wgmma<T, Swap16>(p, epilogue, workspace, workspace_bytes, stream, e))
       return e;
     if (small_m_takes_wgmma(p) &&
         detail::try_gemm_wgmma<T, WgmmaConfig<64, 128, 5, 1>>(p, epilogue, workspace, workspace_bytes, stream, e))
