@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one GPU call of issue 8, from the repository root on the GPU machine, after
+# The GPU checks and benchmarks of issue 8, from the repository root on the GPU machine, after
 # bench/contraction/prepare_carry.sh filled .carry/kiln/ here (carry [".carry/kiln"]):
 #   1. the contraction benchmark (bench.py): Linear layers vs cuBLAS, Gemma MLP block / ViT block /
 #      CNN exported from PyTorch vs torch eager and torch.compile, the NVFP4 MLP;
@@ -9,6 +9,8 @@
 #   4. sanitizer: compute-sanitizer memcheck and racecheck over sanitizer_cases.py's test folders
 #      (every template configuration) and the conformance suites of step 2 (SAN_SUITES=debian,wheel).
 # Results: $OUT (the device tool brings them back) -> bench/results/. KILN_COMMIT names the commit.
+# Since session 22 the steps do not fit one 600 s device call (the bench step alone: ~470 s of exports
+# and compiles, s22b): split them over calls with STEPS and BENCH_ONLY.
 # STEPS=bench,conformance,edges,sanitizer chooses steps; BENCH_ONLY the bench sections; BENCH_ARGS more bench.py
 # arguments (--profile: per-kernel times of each model, kiln and torch.compile); EDGE_KINDS the
 # edge_check.py kinds (default all), EDGE_BF16 the conv cases also checked in bfloat16 (default all);
