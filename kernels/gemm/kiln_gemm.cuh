@@ -29,8 +29,6 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "attention.cuh"
@@ -126,9 +124,10 @@ inline bool small_m_takes_swap16(const Problem& p) {
 }
 
 // Small M with the call's workspace: on sm_90 builds the Hopper kernel's 16-token SWAP_AB tile where
-// small_m_takes_swap16; else where small_m_takes_wgmma, the Hopper kernel with 64 x 128 ping-pong tiles (TMA streams B; the tile's rows past M are zero-filled, not read),
-// split-K (a cluster per tile, or the workspace) when its tiles leave SMs idle; otherwise (and on other devices, or
-// for operands TMA cannot read) gemv.cuh.
+// small_m_takes_swap16; else where small_m_takes_wgmma, the Hopper kernel with 64 x 128 ping-pong
+// tiles (TMA streams B; the tile's rows past M are zero-filled, not read), split-K (a cluster per
+// tile, or the workspace) when its tiles leave SMs idle; otherwise (and on other devices, or for
+// operands TMA cannot read) gemv.cuh.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
