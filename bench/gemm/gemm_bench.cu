@@ -129,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWgSwap16, kWgSwap16Dual, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWgSwap16, kWgSwap16Dual, kWgSwap16s5, kWgSwapPP64x16, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -143,6 +143,8 @@ static const char* path_name(Path p) {
     case kWgPP64x128s8: return "wgmma<64,128,8,pingpong>";
     case kWgSwap16: return "wgmma<128,16,12,swapAB>";
     case kWgSwap16Dual: return "wgmma<128,16,6,swapAB>";
+    case kWgSwap16s5: return "wgmma<128,16,5,swapAB>";
+    case kWgSwapPP64x16: return "wgmma<64,16,8,pingpong,swapAB>";
     case kWg128x256: return "wgmma<128,256,4>";
     case kWg256x128: return "wgmma<256,128,4>";
     case kWg128x128: return "wgmma<128,128,6>";
@@ -203,6 +205,12 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kWgSwap16Dual:  // its dual products: two weight tiles and the token tile, 6 stages
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 6, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgSwap16s5:  // the 16-token SWAP_AB tile with 5 stages: two CTAs per SM, so K-split clusters all fit
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 5, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgSwapPP64x16:  // 64 weight rows x 16 tokens per tile (twice the tiles of 128 rows), 8 stages, two CTAs per SM
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 16, 8, 1, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kWgPP64x128s8:  // the small-M tile with 8 stages of B in flight (single products)
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 128, 8, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
@@ -614,7 +622,8 @@ static void run_checks() {
         } else if (epi == Epi::BiasGelu) {
           add_paths(paths, {kWg128x256, kWgPP128x128, kWg128x128});
         } else {
-          add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kWgSwap16, kSimt});
+          add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kWgSwap16, kWgSwap16s5,
+                            kWgSwapPP64x16, kSimt});
         }
       } else if (epi == Epi::GateUp) {
         add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4, kWgSwap136, kWgSwapPP64x136});
@@ -931,6 +940,9 @@ static void run_gemv_checks() {
       std::vector<Path> paths;
       if (epi == Epi::Store) {
         add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8});
+#if !BENCH_GEMV_ONLY
+        add_paths(paths, {kWgPP64x128, kWgSwap16, kWgSwap16s5, kWgSwapPP64x16});
+#endif
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kGemv8});
       } else {
@@ -1032,6 +1044,9 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
         });
         std::vector<Path> paths;
         add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv16u8});
+#if !BENCH_GEMV_ONLY
+        if (m > 1) add_paths(paths, {kWgPP64x128, kWgSwap16, kWgSwap16s5, kWgSwapPP64x16});
+#endif
         for (Path path : paths) {
           const CheckResult r = check(o, path, Epi::Store, nullptr, 0, true);
           if (!r.ok) {
@@ -1046,7 +1061,13 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
             p.b[0].data = bs[size_t(c)];
             CHECK_CUDA(run_path(path, p, e, nullptr, 0, 0));
           });
-          emit("| %s | %s | ok | %.1f | %.2f | %.1f | %.0f | %.2f | %.1f | %.2f |\n", shape_str(s).c_str(), path_name(path), iso,
+          std::string name = path_name(path);
+          if (is_wgmma_path(path)) {  // how the last call ran: CTAs, K splits (a cluster per tile, or partial sums)
+            const auto& l = kg::detail::wgmma_last_launch;
+            name += " [grid " + std::to_string(l.grid) + ", split " + std::to_string(l.splits) +
+                    (l.splits > 1 ? (l.cluster_reduce ? " cluster" : " partial") : "") + "]";
+          }
+          emit("| %s | %s | ok | %.1f | %.2f | %.1f | %.0f | %.2f | %.1f | %.2f |\n", shape_str(s).c_str(), name.c_str(), iso,
                read_iso / iso, b2b, b_bytes / b2b * 1e-3, read_b2b / b2b, cublas_b2b, cublas_b2b / b2b);
         }
         for (size_t c = 1; c < bs.size(); ++c) CHECK_CUDA(cudaFree(bs[c]));

@@ -698,8 +698,13 @@ inline int device_is_sm90() {
   return major == 9 && minor == 0;
 }
 
-// Launches of the Hopper kernel by this thread (lets a harness tell it from the fallback).
+// Launches of the Hopper kernel by this thread (lets a harness tell it from the fallback), and the
+// last one's grid, K splits and CTAs per SM (a harness prints how a call ran).
 inline thread_local int64_t wgmma_launches = 0;
+struct WgmmaLaunchShape {
+  int grid = 0, splits = 0, cluster_reduce = 0;
+};
+inline thread_local WgmmaLaunchShape wgmma_last_launch;
 
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
 cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUtensorMap& b1, const WgmmaArgs& args, int grid,
@@ -723,6 +728,7 @@ cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUte
     e = cudaGetLastError();
   }
   ++wgmma_launches;
+  wgmma_last_launch = WgmmaLaunchShape{grid, args.splits, args.cluster_reduce};
   return e;
 }
 

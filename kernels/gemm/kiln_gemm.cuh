@@ -86,8 +86,9 @@ cudaError_t gemv(const Problem& p, const Epilogue& epilogue, cudaStream_t stream
 }
 
 namespace detail {
-// Small-M calls may take the Hopper kernel (small_m_takes_wgmma) unless KILN_GEMV_WGMMA=0
-// (benchmarks compare the two in one process).
+// Small-M calls may take the Hopper kernel where the weight is split over K (small_m_takes_wgmma,
+// and small_m_takes_swap16's N <= 2048 case) unless KILN_GEMV_WGMMA=0 (benchmarks compare the two
+// in one process).
 inline bool small_m_wgmma_enabled() {
   static const bool on = env_switch_on("KILN_GEMV_WGMMA");
   return on;
@@ -99,45 +100,52 @@ inline bool small_m_swap16_enabled() {
 }
 }  // namespace detail
 
-// Whether a small-M call runs the Hopper kernel rather than gemv.cuh: M from 9 (gemv.cuh runs up to
-// 8 rows with one row tile per warp, its cheaper instantiation), for dual products and for N up
-// to 4096 (few tiles: K split across a cluster of CTAs, gemm_wgmma.cuh). Measured at M = 16 on an H200, graph replay
-// (bench/gemm/NOTES.md, run s9c): Gemma's dual gate/up 16384 x 2048 39.5 us against 50.0, single
-// 2048 x 16384 24.6 against 29.1, 4096 x 4096 14.4 against 16.7; but single 16384 x 2048 24.2
-// against gemv.cuh's 21.7 (4 warps per block, 5 blocks per SM), which keeps it.
-inline bool small_m_takes_wgmma(const Problem& p) {
-  return p.m >= 9 && (p.num_b == 2 || p.n <= 4096) && detail::small_m_wgmma_enabled();
-}
-
-// Whether a call of at most 16 tokens runs the Hopper kernel's 16-token SWAP_AB tile (128 weight
-// rows x 16 tokens, 12 stages; 6 for dual products), before small_m_takes_wgmma and gemv.cuh: where
-// its weight tiles alone fill at least 3/4 of the SMs, so K is not split. Measured on an H200
-// (bench/gemm/NOTES.md, run s22a, graph replay, fp16): Gemma's dual gate/up 16384 x 2048 at M = 1
-// 42.4 us against gemv.cuh's 50.2, the Gemma block 59.4 against 62.7 (M = 1) and 60.5 against 66.3
-// (M = 16); single 16384 x 2048 at M = 16 19.1 against 21.7. Where K would be split (N = 2048 or
-// 4096: 16 or 32 tiles) it was no faster, and slower at 4096 x 4096, M = 1 (15.7 against 13.3,
-// weights rotated), so those keep the paths below.
+// Whether a small-M call runs the Hopper kernel's 16-token SWAP_AB tile (128 weight rows x 16
+// tokens; 5 stages, 6 for dual products) before small_m_takes_wgmma and gemv.cuh:
+//  - where its weight tiles alone fill at least 3/4 of the SMs, so K is not split. Measured on an
+//    H200 (bench/gemm/NOTES.md, run s22a, graph replay, fp16): Gemma's dual gate/up 16384 x 2048 at
+//    M = 1 42.4 us against gemv.cuh's 50.2, the Gemma block 59.4 against 62.7 (M = 1) and 60.5
+//    against 66.3 (M = 16); single 16384 x 2048 at M = 16 19.1 against 21.7;
+//  - single products from M = 9 with N <= 2048, where K is split across a cluster of CTAs. Run s23b
+//    (harness, fp16, weights rotated, back to back): 16 x 2048 x 16384 22.5 us against the ping-pong
+//    tile's 24.4 and gemv.cuh's 24.5. Not at N = 4096: 16 x 4096 x 4096 14.9 against gemv.cuh's
+//    13.6 (both split K: the Hopper kernel holds one CTA per SM, and only 30 clusters of 4 are
+//    resident, so 96 CTAs stream the weight).
+// Five stages ran as fast as twelve on 16384 x 2048 at M = 8 and 16 (20.1-20.3 us) and faster where
+// K is split (22.5 against 23.8 above), so single products take five.
 inline bool small_m_takes_swap16(const Problem& p) {
   if (p.m > 16 || !detail::small_m_swap16_enabled()) return false;
   const int64_t tiles = p.batch() * ((p.n + 127) / 128);
-  return tiles * 4 >= int64_t(detail::device_sm_count()) * 3;
+  if (tiles * 4 >= int64_t(detail::device_sm_count()) * 3) return true;
+  return p.num_b == 1 && p.m >= 9 && p.n <= 2048 && detail::small_m_wgmma_enabled();
+}
+
+// Whether a small-M dual product (gate and up) that small_m_takes_swap16 leaves runs the Hopper
+// kernel's 64 x 128 ping-pong tiles rather than gemv.cuh: from M = 9 (gemv.cuh runs up to 8 rows
+// with one row tile per warp, its cheaper instantiation). Measured at M = 16 on an H200 (run s9c,
+// graph replay): Gemma's dual gate/up 16384 x 2048 39.5 us against 50.0. Single products keep
+// gemv.cuh here since run s23b (16 x 4096 x 4096: 13.6 us against the ping-pong tile's 16.1).
+inline bool small_m_takes_wgmma(const Problem& p) {
+  return p.m >= 9 && p.num_b == 2 && detail::small_m_wgmma_enabled();
 }
 
 // Small M with the call's workspace: on sm_90 builds the Hopper kernel's 16-token SWAP_AB tile where
 // small_m_takes_swap16; else where small_m_takes_wgmma, the Hopper kernel with 64 x 128 ping-pong
-// tiles (TMA streams B; the tile's rows past M are zero-filled, not read), split-K (a cluster per
-// tile, or the workspace) when its tiles leave SMs idle; otherwise (and on other devices, or for
-// operands TMA cannot read) gemv.cuh.
+// tiles (TMA streams B; the tile's rows past M are zero-filled, not read); both split K (a cluster
+// per tile, or the workspace) when their tiles leave SMs idle; otherwise (and on other devices, or
+// for operands TMA cannot read) gemv.cuh.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
     cudaError_t e;
-    using Swap16 = std::conditional_t<Epilogue::kNumB == 2, WgmmaConfig<128, 16, 6, 0, 0, 1>, WgmmaConfig<128, 16, 12, 0, 0, 1>>;
+    using Swap16 = std::conditional_t<Epilogue::kNumB == 2, WgmmaConfig<128, 16, 6, 0, 0, 1>, WgmmaConfig<128, 16, 5, 0, 0, 1>>;
     if (small_m_takes_swap16(p) && detail::try_gemm_wgmma<T, Swap16>(p, epilogue, workspace, workspace_bytes, stream, e))
       return e;
-    if (small_m_takes_wgmma(p) &&
-        detail::try_gemm_wgmma<T, WgmmaConfig<64, 128, 5, 1>>(p, epilogue, workspace, workspace_bytes, stream, e))
-      return e;
+    if constexpr (Epilogue::kNumB == 2) {
+      if (small_m_takes_wgmma(p) &&
+          detail::try_gemm_wgmma<T, WgmmaConfig<64, 128, 5, 1>>(p, epilogue, workspace, workspace_bytes, stream, e))
+        return e;
+    }
   }
   return gemv<T, Config>(p, epilogue, stream);
 }
