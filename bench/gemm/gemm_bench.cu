@@ -206,10 +206,11 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
     case kWgSwap16Dual:  // its dual products: two weight tiles and the token tile, 6 stages
       if constexpr (E::kNumB == 2) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 6, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
-    case kWgSwap16s5:  // the 16-token SWAP_AB tile with 5 stages: two CTAs per SM, so K-split clusters all fit
+    case kWgSwap16s5:  // the 16-token SWAP_AB tile with 5 stages (kiln_gemm.cuh's single-product choice since run s23b)
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 5, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
-    case kWgSwapPP64x16:  // 64 weight rows x 16 tokens per tile (twice the tiles of 128 rows), 8 stages, two CTAs per SM
+    case kWgSwapPP64x16:  // 64 weight rows x 16 tokens per tile (twice the tiles of 128 rows), 8 stages; timed in mode gemv only
+                        // (run s23e: racecheck over it took over 150 s at the first wgsmall shape)
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<64, 16, 8, 1, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kWgPP64x128s8:  // the small-M tile with 8 stages of B in flight (single products)
@@ -623,7 +624,7 @@ static void run_checks() {
           add_paths(paths, {kWg128x256, kWgPP128x128, kWg128x128});
         } else {
           add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kWgSwap16, kWgSwap16s5,
-                            kWgSwapPP64x16, kSimt});
+                            kSimt});
         }
       } else if (epi == Epi::GateUp) {
         add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4, kWgSwap136, kWgSwapPP64x136});
