@@ -699,7 +699,7 @@ inline int device_is_sm90() {
 }
 
 // Launches of the Hopper kernel by this thread (lets a harness tell it from the fallback), and the
-// last one's grid, K splits and CTAs per SM (a harness prints how a call ran).
+// last one's grid and K splits, through a cluster or partial sums (a harness prints how a call ran).
 inline thread_local int64_t wgmma_launches = 0;
 struct WgmmaLaunchShape {
   int grid = 0, splits = 0, cluster_reduce = 0;
