@@ -73,8 +73,9 @@ def write_case(root, name, nodes, inputs, outputs, inits=(), opset=17, domains=(
 
 def matmul_cases(root, rng, t, small):
     # (M, K, N): the small-M kernel, mma.sync tiles (split-K at M = 200, K = 1024), Hopper tiles.
-    # N = 12700 at M <= 16: the 16-token SWAP_AB tile (100 weight tiles, the last one 28 rows).
-    shapes = [(1, 136, 200), (2, 72, 200), (16, 520, 72), (1, 130, 64), (1, 72, 12700), (16, 136, 12700), (17, 200, 40),
+    # N = 12700 at M <= 16: the 16-token SWAP_AB tile (100 weight tiles, the last one 28 rows); M = 12
+    # with N = 200, K = 4096: the same tile (two CTAs an SM) with K split over a cluster.
+    shapes = [(1, 136, 200), (2, 72, 200), (16, 520, 72), (12, 4096, 200), (1, 130, 64), (1, 72, 12700), (16, 136, 12700), (17, 200, 40),
               (33, 72, 136), (200, 1024, 136), (300, 264, 200)]
     if not small:
         shapes.append((520, 4096, 6912))  # 5 x 27 = 135 tiles of 128x256 with K >= 4096: the cooperative tile

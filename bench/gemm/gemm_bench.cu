@@ -129,7 +129,7 @@ enum class Epi { Store, BiasGelu, GateUp };
 static const char* epi_name(Epi e) { return e == Epi::Store ? "store" : e == Epi::BiasGelu ? "bias+gelu" : "gate*up"; }
 
 // ---- template configurations under test (numbered variants, llm.c style) ----
-enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWgSwap16, kWgSwap16Dual, kWgSwap16s5, kWgSwapPP64x16, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
+enum Path { kWgPP128x128, kWgPP64x256, kWgPP64x128, kWgPP64x128s8, kWgSwap16, kWgSwap16Dual, kWgSwap16s5, kWgSwap16s5x2, kWgSwapPP64x16, kWg128x256, kWg256x128, kWg128x128, kWgDualHalves, kWg128x128s4, kWgSwap272, kWgSwap208, kWgSwap136, kWgSwapPP64x136, kWg128x256sk, kWg128x128sk, kTc128x128, kTc128x256, kTc64x128, kTc128x128w8, kTc128x128k64, kTc256x128, kTc128x256k64, kTc128x256k64s4, kTc256x128k64, kTc128x128s3, kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8, kSimt };
 // (push_back into a reserved vector: gcc 13 -O3 warns falsely on vector = {list}.)
 static void add_paths(std::vector<Path>& v, std::initializer_list<Path> l) {
   v.reserve(v.size() + l.size() + 4);
@@ -144,6 +144,7 @@ static const char* path_name(Path p) {
     case kWgSwap16: return "wgmma<128,16,12,swapAB>";
     case kWgSwap16Dual: return "wgmma<128,16,6,swapAB>";
     case kWgSwap16s5: return "wgmma<128,16,5,swapAB>";
+    case kWgSwap16s5x2: return "wgmma<128,16,5,swapAB,2 CTAs/SM>";
     case kWgSwapPP64x16: return "wgmma<64,16,8,pingpong,swapAB>";
     case kWg128x256: return "wgmma<128,256,4>";
     case kWg256x128: return "wgmma<256,128,4>";
@@ -208,6 +209,9 @@ cudaError_t run_path(Path path, const kg::Problem& p, const E& e, void* ws, int6
       break;
     case kWgSwap16s5:  // the 16-token SWAP_AB tile with 5 stages (kiln_gemm.cuh's single-product choice since run s23b)
       if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 5, 0, 0, 1>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
+      break;
+    case kWgSwap16s5x2:  // the same compiled for two CTAs per SM (80 registers, no setmaxnreg): twice the resident clusters
+      if constexpr (E::kNumB == 1) return kg::gemm_wgmma<T, kg::WgmmaConfig<128, 16, 5, 0, 0, 1, 2>, kg::TileConfig<128, 128, 32, 2, 4, 3>>(p, e, ws, ws_bytes, s);
       break;
     case kWgSwapPP64x16:  // 64 weight rows x 16 tokens per tile (twice the tiles of 128 rows), 8 stages; timed in mode gemv only
                         // (run s23e: racecheck over it took over 150 s at the first wgsmall shape)
@@ -624,7 +628,7 @@ static void run_checks() {
           add_paths(paths, {kWg128x256, kWgPP128x128, kWg128x128});
         } else {
           add_paths(paths, {kWg128x256, kWg128x128, kWgPP128x128, kWgPP64x256, kWgPP64x128, kWg128x128sk, kWgSwap272, kWgSwap208, kWgSwap16, kWgSwap16s5,
-                            kSimt});
+                            kWgSwap16s5x2, kSimt});
         }
       } else if (epi == Epi::GateUp) {
         add_paths(paths, {kTc128x128w8, kTc128x128s3, kSimt, kWg128x128s4, kWgSwap136, kWgSwapPP64x136});
@@ -942,7 +946,7 @@ static void run_gemv_checks() {
       if (epi == Epi::Store) {
         add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv8s1, kGemv16s1, kGemv8u8, kGemv8pf, kGemv8s2, kGemv16u8});
 #if !BENCH_GEMV_ONLY
-        add_paths(paths, {kWgPP64x128, kWgSwap16, kWgSwap16s5, kWgSwapPP64x16});
+        add_paths(paths, {kWgPP64x128, kWgSwap16, kWgSwap16s5, kWgSwap16s5x2, kWgSwapPP64x16});
 #endif
       } else if (epi == Epi::BiasGelu) {
         add_paths(paths, {kGemv8});
@@ -1046,7 +1050,8 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
         std::vector<Path> paths;
         add_paths(paths, {kGemv4, kGemv8, kGemv16, kGemv16u8});
 #if !BENCH_GEMV_ONLY
-        if (m > 1) add_paths(paths, {kWgPP64x128, kWgSwap16, kWgSwap16s5, kWgSwapPP64x16});
+        add_paths(paths, {kWgSwap16s5, kWgSwap16s5x2});  // (M = 1 too: 4096 x 4096 sits at the 80% line on gemv.cuh)
+        if (m > 1) add_paths(paths, {kWgPP64x128, kWgSwap16, kWgSwapPP64x16});
 #endif
         for (Path path : paths) {
           const CheckResult r = check(o, path, Epi::Store, nullptr, 0, true);

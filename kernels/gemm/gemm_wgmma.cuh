@@ -74,7 +74,12 @@ namespace kiln::gemm {
 // straight from the accumulators (no staging buffer: the ring keeps all of shared memory).
 // BN = 16 is the small-M tile (up to 16 tokens against 128 weight rows, 18 KB a stage: 12 stages
 // of weights in flight, what cuBLAS keeps at M <= 16).
-template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0>
+// MIN_BLOCKS = 2 (small tiles only: shared memory under 113 KB) compiles the kernel for two CTAs
+// per SM: at most 80 registers a thread and no setmaxnreg (the producer's 40 / consumers' 232 split
+// is for one CTA an SM). Not for speed from two CTAs at once, but so that the occupancy API counts
+// twice the resident clusters: at one CTA per SM an H200 holds only 30 clusters of 4 and 15 of 8,
+// which caps a split-K plan at 96 or 112 CTAs for 32 or 16 tiles (bench/gemm/NOTES.md, session 23).
+template <int BM_, int BN_, int STAGES_, int PINGPONG_ = 0, int DUAL_HALVES_ = 0, int SWAP_AB_ = 0, int MIN_BLOCKS_ = 1>
 struct WgmmaConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool kPingPong = PINGPONG_ != 0;
@@ -85,6 +90,8 @@ struct WgmmaConfig {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumersPerTile = kPingPong ? 1 : 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kMinBlocks = MIN_BLOCKS_;
+  static_assert(kMinBlocks == 1 || kMinBlocks == 2, "WgmmaConfig: MIN_BLOCKS is 1 or 2");
 };
 
 }  // namespace kiln::gemm
@@ -131,6 +138,8 @@ struct WgmmaLayout {
   // BM rows of kOutCols fp32, each row padded by 8 floats (the fragment's float2 writes).
   static constexpr int kPartialStride = kOutCols + 8;
   static constexpr bool kClusterReduceFits = size_t(kNumB) * Config::BM * kPartialStride * 4 <= size_t(Config::STAGES) * kStageBytes;
+  // Two CTAs an SM share its 228 KB, less 1 KB reserved for each.
+  static_assert(Config::kMinBlocks == 1 || kSmemBytes <= 113 * 1024, "WgmmaLayout: MIN_BLOCKS = 2 needs at most 113 KB of shared memory");
 };
 
 constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
@@ -147,7 +156,7 @@ constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
 #endif
 
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
-__global__ void __launch_bounds__(Config::kThreads, 1)
+__global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b0,
                       const __grid_constant__ CUtensorMap tma_b1, const WgmmaArgs args, const Epilogue epilogue) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -207,7 +216,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
-    setmaxnreg_dec<40>();
+    if constexpr (Config::kMinBlocks == 1) setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
@@ -251,7 +260,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       KILN_WGMMA_TRACE(2);
     }
   } else {
-    setmaxnreg_inc<232>();
+    if constexpr (Config::kMinBlocks == 1) setmaxnreg_inc<232>();
     const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
     const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;

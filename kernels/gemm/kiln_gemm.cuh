@@ -112,7 +112,12 @@ inline bool small_m_swap16_enabled() {
 //    13.6 (both split K: the Hopper kernel holds one CTA per SM, and only 30 clusters of 4 are
 //    resident, so 96 CTAs stream the weight).
 // Five stages ran as fast as twelve on 16384 x 2048 at M = 8 and 16 (20.1-20.3 us) and faster where
-// K is split (22.5 against 23.8 above), so single products take five.
+// K is split (22.5 against 23.8 above), so single products take five, compiled for two CTAs per SM
+// (WgmmaConfig's MIN_BLOCKS): the occupancy API then counts 30 resident clusters of 8, so 2048 x
+// 16384 splits 8 ways over 128 CTAs, not 6 over 96. Run s24a (harness, fp16, rotated, back to
+// back): 16 x 2048 x 16384 22.9 / 22.8 us (B [K,N] / [N,K]) against 23.8 / 24.0 on one CTA per SM;
+// 16384 x 2048 (no split) unchanged at 20.1-20.4; 16 x 4096 x 4096 14.9 either way (4 splits over
+// 128 CTAs ran no faster than 3 over 96), so N = 4096 stays on gemv.cuh (13.7 / 12.8).
 inline bool small_m_takes_swap16(const Problem& p) {
   if (p.m > 16 || !detail::small_m_swap16_enabled()) return false;
   const int64_t tiles = p.batch() * ((p.n + 127) / 128);
@@ -138,7 +143,7 @@ template <typename T, typename Config, typename Epilogue>
 cudaError_t gemv(const Problem& p, const Epilogue& epilogue, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (!std::is_same<T, float>::value && kWgmmaBuilt) {
     cudaError_t e;
-    using Swap16 = std::conditional_t<Epilogue::kNumB == 2, WgmmaConfig<128, 16, 6, 0, 0, 1>, WgmmaConfig<128, 16, 5, 0, 0, 1>>;
+    using Swap16 = std::conditional_t<Epilogue::kNumB == 2, WgmmaConfig<128, 16, 6, 0, 0, 1>, WgmmaConfig<128, 16, 5, 0, 0, 1, 2>>;
     if (small_m_takes_swap16(p) && detail::try_gemm_wgmma<T, Swap16>(p, epilogue, workspace, workspace_bytes, stream, e))
       return e;
     if constexpr (Epilogue::kNumB == 2) {

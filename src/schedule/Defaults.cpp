@@ -241,8 +241,9 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
            " warps, " + s(g_tile.stages) + " stages)";
   };
   // Above M = 256 on Hopper (H200, bench/gemm/NOTES.md): wgmma + TMA, 0.56-0.91x cuBLAS where
-  // mma.sync reaches 0.25-0.52x: 128x256 cooperative tiles when K >= 4096 and their whole waves
-  // are no more work than the narrow tiles' (kiln::gemm::wgmma_prefers_wide), else 128x128
+  // mma.sync reaches 0.25-0.52x: 128x256 cooperative tiles when K >= 2048 and their whole waves
+  // are no more work than the narrow tiles' (kiln::gemm::wgmma_prefers_wide; 4096 x 16384 x 2048
+  // 402-412 us against 417-433 on 128x128, harness runs s14a and s20a), else 128x128
   // cooperative (session 6's probe: faster than ping-pong on every ViT and M = 816 shape, e.g.
   // 1576 x 768 x 768 12.9 vs 16.5 us); dual products 64x128 ping-pong (in the Gemma
   // block at M = 816, 210.4 us vs 230.9 for 128x128 cooperative, two runs). float32 (TF32) keeps simt.

@@ -83,7 +83,7 @@ void add_contraction_knobs(SearchSpace& space) {
     wgmma = wgmma || st->gemm_template->wgmma;
   }
   if (gemv) space.knobs.push_back({"gemv_warps", {0, 4, 8, 16}});
-  if (wgmma) space.knobs.push_back({"wgmma_wide_min_k", {4096, 2048, 8192, 65536}});
+  if (wgmma) space.knobs.push_back({"wgmma_wide_min_k", {2048, 4096, 8192, 65536}});
   if (wgmma) space.knobs.push_back({"wgmma_swap", {1, 0}});
   if (wgmma && has_dual_product(space.kernel, s))
     space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
@@ -220,7 +220,7 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
   with({{"threads_per_block", 512}});
   with({{"threads_per_block", 128}});
   with({{"gemv_warps", 8}});
-  with({{"wgmma_wide_min_k", 2048}});
+  with({{"wgmma_wide_min_k", 4096}});
   with({{"wgmma_dual_tile", 1}});  // the harness's fastest dual tile at Gemma's M = 816 alone
   with({{"float_intermediates", 1}});
   return space;

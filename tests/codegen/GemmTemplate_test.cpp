@@ -67,7 +67,7 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 256, 4, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 128, 6, 0>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
-        "kiln::gemm::wgmma_prefers_wide(problem, 128, 256, 4096, 128, 128)",
+        "kiln::gemm::wgmma_prefers_wide(problem, 128, 256, 2048, 128, 128)",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<128, 272, 4, 0, 0, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<128, 208, 5, 0, 0, 1>, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<64, 136, 6, 1, 0, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
@@ -76,7 +76,7 @@ TEST(GemmTemplate, GeneratedCallsCompileForEveryArchitecture) {
         "kiln::gemm::gemm_wgmma<__half, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "kiln::gemm::gemm_wgmma<__nv_bfloat16, kiln::gemm::WgmmaConfig<64, 128, 5, 1>, kiln::gemm::TileConfig<128, 128, 32, 2, 4, 3>>",
         "static constexpr int kNumB = 2;", "kiln::gemm::gemm<float, kiln::gemm::TileConfig<256, 128, 64, 4, 2, 3>>",
-        "above: on sm_90 Hopper GEMM (wgmma + TMA), 128x256x64 tiles (4 TMA stages, cooperative consumer warpgroups) when K >= 4096 "
+        "above: on sm_90 Hopper GEMM (wgmma + TMA), 128x256x64 tiles (4 TMA stages, cooperative consumer warpgroups) when K >= 2048 "
         "and their waves are no more work than the narrow tile's, else 128x128x64 tiles (6 TMA stages, cooperative consumer warpgroups)"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }

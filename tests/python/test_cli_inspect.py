@@ -42,7 +42,7 @@ def test_kernels_name_the_template_path_and_why(tmp_path):
     assert "M <= 256: tensor-core GEMM (mma.sync), 64x128x32 tiles" in kernels[0], out
     # above M = 256: the Hopper kernel on sm_90 (dual products 128x128), the mma.sync tile elsewhere
     assert "(dual products 64x128x64 tiles (5 TMA stages, ping-pong" in kernels[0], out
-    assert "when K >= 4096 and their waves are no more work than the narrow tile's, else 128x128x64 tiles (6 TMA stages, cooperative" in kernels[1], out
+    assert "when K >= 2048 and their waves are no more work than the narrow tile's, else 128x128x64 tiles (6 TMA stages, cooperative" in kernels[1], out
     assert "above: on sm_90 Hopper GEMM (wgmma + TMA), 128x256x64 tiles" in kernels[1], out
     assert "tensor-core GEMM (mma.sync), 256x128x64 tiles" in kernels[1], out
 

@@ -67,14 +67,14 @@ TEST(SearchSpace, ContractionKernelHasTemplateKnobsThatReachItsSchedule) {
     ADD_FAILURE() << "no contraction template in the schedule";
     return ir::GemmTemplate();
   };
-  // The default point is the default schedule: 4 warps for N = 8192 > 4096, wide tile from K = 4096.
+  // The default point is the default schedule: 4 warps for N = 8192 > 4096, wide tile from K = 2048.
   EXPECT_EQ(template_of(s.default_candidate()).gemv_warps, 4);
-  EXPECT_EQ(template_of(s.default_candidate()).wgmma_wide_min_k, 4096);
+  EXPECT_EQ(template_of(s.default_candidate()).wgmma_wide_min_k, 2048);
   Candidate c = s.default_candidate();
   c["gemv_warps"] = 16;
-  c["wgmma_wide_min_k"] = 2048;
+  c["wgmma_wide_min_k"] = 4096;
   EXPECT_EQ(template_of(c).gemv_warps, 16);
-  EXPECT_EQ(template_of(c).wgmma_wide_min_k, 2048);
+  EXPECT_EQ(template_of(c).wgmma_wide_min_k, 4096);
   // The SWAP_AB tiles (tokens on wgmma's N): on by default, off as a point of the space.
   ASSERT_TRUE(s.default_candidate().count("wgmma_swap")) << candidate_text(s.default_candidate());
   EXPECT_TRUE(template_of(s.default_candidate()).wgmma_swap);

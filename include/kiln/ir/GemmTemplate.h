@@ -54,7 +54,7 @@ struct GemmTemplate {
   bool wgmma = true;
   GemmWgmmaTile wgmma_tile{128, 256, 4, false};
   GemmWgmmaTile wgmma_narrow_tile{128, 128, 6, false};
-  int64_t wgmma_wide_min_k = 4096;
+  int64_t wgmma_wide_min_k = 2048;
   GemmWgmmaTile wgmma_dual_tile{64, 128, 5, true};
   // SWAP_AB tiles, chosen per call over the tile above where their whole waves are less work
   // (kiln::gemm::wgmma_swap_choice: 816 tokens fill 3 x 272 or 4 x 208 tokens, where 128-row tiles

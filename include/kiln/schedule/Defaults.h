@@ -49,7 +49,7 @@ struct DefaultScheduleOptions {
   // SM (below it, or with fewer tiles, the 128x128 cooperative tile). Only compiled, checked
   // configurations are reachable.
   int64_t gemv_warps = 0;
-  int64_t wgmma_wide_min_k = 4096;
+  int64_t wgmma_wide_min_k = 2048;
   // The Hopper tile of dual products (gate and up sharing A): 0 64x128 ping-pong (the default), 1
   // 128x128 cooperative with an accumulator set per B, 2 128x128 cooperative half tiles (64 columns
   // of each B). All three are checked by bench/gemm's harness; which is fastest depends on the
