@@ -1118,17 +1118,25 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaDeviceSynchronize());
     return 0;
   }
-  if (mode == "gemvprofile") {  // unchecked, for ncu (gemv_ncu.sh): per shape M = 1, B [K, N], the read kernel then the default gemv
+  if (mode == "gemvprofile") {  // unchecked, for ncu (gemv_ncu.sh): per shape the read kernel then the default gemv;
+                                // M from GEMV_PROFILE_M (default 1, at most 16), B [K, N] unless GEMV_PROFILE_B=nk
+    const char* m_env = std::getenv("GEMV_PROFILE_M");
+    const char* b_env = std::getenv("GEMV_PROFILE_B");
+    const int64_t m = m_env ? std::atoll(m_env) : 1;
+    if (m < 1 || m > 16) {
+      std::fprintf(stderr, "gemvprofile: GEMV_PROFILE_M=%s is not in 1..16\n", m_env);
+      return 2;
+    }
     unsigned* sink;
     CHECK_CUDA(cudaMalloc(&sink, 4));
     const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
     for (auto& d : nk) {
-      Shape sh{1, d[0], d[1]};
-      sh.b_k = false;
+      Shape sh{m, d[0], d[1]};
+      sh.b_k = b_env != nullptr && std::strcmp(b_env, "nk") == 0;
       Operands o;
       o.make(sh, 1);
       T* out;
-      CHECK_CUDA(cudaMalloc(&out, size_t(sh.n) * sizeof(T)));
+      CHECK_CUDA(cudaMalloc(&out, size_t(sh.m * sh.n) * sizeof(T)));
       const StoreEpilogue e{out, sh.m, sh.n};
       const int64_t n16 = 2 * sh.n * sh.k / 16;
       for (int i = 0; i < 2; ++i) read_kernel<<<sms * 4, 256>>>(reinterpret_cast<const uint4*>(o.b[0].dev), n16, sink);
