@@ -1119,7 +1119,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "gemvprofile") {  // unchecked, for ncu (gemv_ncu.sh): per shape the read kernel then the default gemv;
-                                // M from GEMV_PROFILE_M (default 1, at most 16), B [K, N] unless GEMV_PROFILE_B=nk
+                                // M from GEMV_PROFILE_M (default 1, at most 16), B from GEMV_PROFILE_B (kn, the default, or nk)
     const char* m_env = std::getenv("GEMV_PROFILE_M");
     const char* b_env = std::getenv("GEMV_PROFILE_B");
     const int64_t m = m_env ? std::atoll(m_env) : 1;
@@ -1127,12 +1127,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gemvprofile: GEMV_PROFILE_M=%s is not in 1..16\n", m_env);
       return 2;
     }
+    const bool b_nk = b_env != nullptr && std::strcmp(b_env, "nk") == 0;
+    if (b_env != nullptr && !b_nk && std::strcmp(b_env, "kn") != 0) {
+      std::fprintf(stderr, "gemvprofile: GEMV_PROFILE_B=%s is neither kn nor nk\n", b_env);
+      return 2;
+    }
     unsigned* sink;
     CHECK_CUDA(cudaMalloc(&sink, 4));
     const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
     for (auto& d : nk) {
       Shape sh{m, d[0], d[1]};
-      sh.b_k = b_env != nullptr && std::strcmp(b_env, "nk") == 0;
+      sh.b_k = b_nk;
       Operands o;
       o.make(sh, 1);
       T* out;

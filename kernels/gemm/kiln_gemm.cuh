@@ -108,9 +108,8 @@ inline bool small_m_swap16_enabled() {
 //    against 66.3 (M = 16); single 16384 x 2048 at M = 16 19.1 against 21.7;
 //  - single products from M = 9 with N <= 2048, where K is split across a cluster of CTAs. Run s23b
 //    (harness, fp16, weights rotated, back to back): 16 x 2048 x 16384 22.5 us against the ping-pong
-//    tile's 24.4 and gemv.cuh's 24.5. Not at N = 4096: 16 x 4096 x 4096 14.9 against gemv.cuh's
-//    13.6 (both split K: the Hopper kernel holds one CTA per SM, and only 30 clusters of 4 are
-//    resident, so 96 CTAs stream the weight).
+//    tile's 24.4 and gemv.cuh's 24.5. Not at N = 4096 (16 x 4096 x 4096: 14.9 against gemv.cuh's
+//    13.6; below).
 // Five stages ran as fast as twelve on 16384 x 2048 at M = 8 and 16 (20.1-20.3 us) and faster where
 // K is split (22.5 against 23.8 above), so single products take five, compiled for two CTAs per SM
 // (WgmmaConfig's MIN_BLOCKS): the occupancy API then counts 30 resident clusters of 8, so 2048 x
