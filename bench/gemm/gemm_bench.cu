@@ -566,6 +566,13 @@ static const char* ran_as(Path p, int64_t launches_before) {
   return kg::detail::wgmma_launches > launches_before ? "" : " (fell back)";
 }
 
+// How the last Hopper launch ran: CTAs and K splits (a cluster per tile, or partial sums).
+static std::string wgmma_launch_text() {
+  const auto& l = kg::detail::wgmma_last_launch;
+  return " [grid " + std::to_string(l.grid) + ", split " + std::to_string(l.splits) +
+         (l.splits > 1 ? (l.cluster_reduce ? " cluster" : " partial") : "") + "]";
+}
+
 // ---- correctness over edge shapes (every path that can run them) ----
 static void run_checks() {
   emit("\n### %s: correctness (fp64 CPU reference; all outputs written, sampled/all values within tolerance)\n\n", kDtype);
@@ -731,7 +738,8 @@ static void run_timing(cublasHandle_t handle, Timer& timer, unsigned* sink, int 
     for (Path path : paths) {
       const int64_t launches = kg::detail::wgmma_launches;
       const CheckResult r = check(o, path, Epi::Store, ws, ws_bytes, true);
-      const std::string name = std::string(path_name(path)) + ran_as(path, launches);
+      std::string name = std::string(path_name(path)) + ran_as(path, launches);
+      if (is_wgmma_path(path) && kg::detail::wgmma_launches > launches) name += wgmma_launch_text();
       if (!r.ok) {
         ++g_failures;
         emit("| %s | %s | FAIL | | | | %.1f | | | |\n", shape_str(s).c_str(), name.c_str(), cublas_us);
@@ -1068,11 +1076,7 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
             CHECK_CUDA(run_path(path, p, e, nullptr, 0, 0));
           });
           std::string name = path_name(path);
-          if (is_wgmma_path(path)) {  // how the last call ran: CTAs, K splits (a cluster per tile, or partial sums)
-            const auto& l = kg::detail::wgmma_last_launch;
-            name += " [grid " + std::to_string(l.grid) + ", split " + std::to_string(l.splits) +
-                    (l.splits > 1 ? (l.cluster_reduce ? " cluster" : " partial") : "") + "]";
-          }
+          if (is_wgmma_path(path)) name += wgmma_launch_text();
           emit("| %s | %s | ok | %.1f | %.2f | %.1f | %.0f | %.2f | %.1f | %.2f |\n", shape_str(s).c_str(), name.c_str(), iso,
                read_iso / iso, b2b, b_bytes / b2b * 1e-3, read_b2b / b2b, cublas_b2b, cublas_b2b / b2b);
         }

@@ -6,7 +6,8 @@
 # session 17) can be read against the read kernel's own counters.
 # GEMV_PROFILE_M (1..16, default 1) and GEMV_PROFILE_B (kn, the default, or nk) choose the calls
 # profiled; the third group says what the gemv's warps issue (instructions, issue slots, tensor
-# pipe, L1) and why they wait when the pipes are full (math and MIO throttles).
+# pipe, L1) and why they wait when the pipes are full (math and MIO throttles); the fourth, the
+# other stall reasons per issue (short scoreboard, fixed-latency wait, not selected, LG throttle...).
 #   bench/gemm/gemv_ncu.sh [results.md]     env: GEMM_COMMIT, GEMV_PROFILE_M, GEMV_PROFILE_B
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +21,7 @@ groups=(
   gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active
   lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sector_op_read_hit_rate.pct,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio
   smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__throughput.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio
+  $(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' short_scoreboard wait not_selected selected lg_throttle dispatch_stall no_instruction branch_resolving drain imc_miss tex_throttle sleeping | sed 's/,$//')
 )
 m=${GEMV_PROFILE_M:-1}
 layout=${GEMV_PROFILE_B:-kn}
@@ -39,9 +41,13 @@ layout=${GEMV_PROFILE_B:-kn}
       grep -v '^==PROF==' | python3 -c '
 import csv, sys
 rows = list(csv.reader(sys.stdin))
-head = rows[0] if rows else []
-if "Metric Name" not in head:
+# The harness prints a line of its own before ncu'"'"'s table: the header is the first row naming "Metric Name".
+at = next((i for i, r in enumerate(rows) if "Metric Name" in r), None)
+if at is None:
     print("\n".join(",".join(r) for r in rows)); sys.exit(0)
+for r in rows[:at]:
+    print(",".join(r))
+head, rows = rows[at], rows[at:]
 i_id, i_k, i_m, i_u, i_v = (head.index(c) for c in ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"))
 for r in rows[1:]:
     print(f"{r[i_id]:>3} {r[i_k][:40]:40} {r[i_m]:72} {r[i_v]:>14} {r[i_u]}")
