@@ -232,16 +232,20 @@ def dequantize(model):
     raise ValueError(f"format {fmt} has no decoder here")
 
 
-def quant_cases(root, rng, kiln, t):
+# (M, N, K). N = 192: the GEMV and the mma.sync GEMM; N = 256 (a multiple of 128) reaches the sm_90a
+# wgmma GEMM at M >= 17; with K = 1024 (4 stages of 256 over 2 or 4 tiles) it splits K in clusters
+# of 2 (variant 4's cluster reduction through distributed shared memory).
+QUANT_SHAPES = ((1, 192, 256), (5, 192, 256), (17, 192, 256), (200, 192, 256), (17, 256, 256), (200, 256, 256),
+                (17, 256, 1024), (200, 256, 1024))
+
+
+def quant_cases(root, rng, kiln, t, shapes=QUANT_SHAPES):
     """kiln quantize of a Linear; the expected output is the float64 product of the input and the
     decoded 4-bit weight, rounded once (numpy: kiln's CPU interpreter takes about 100 s a case at
-    M = 200, K = 1024)."""
+    M = 200, K = 1024). tests/python/test_sanitizer_cases.py checks this decoder against that
+    interpreter on the small shapes."""
     for fmt, args in QUANT:
-        # N = 192: the GEMV and the mma.sync GEMM; N = 256 (a multiple of 128) reaches the sm_90a
-        # wgmma GEMM at M >= 17; with K = 1024 (4 stages of 256 over 2 or 4 tiles) it splits K in
-        # clusters of 2 (variant 4's cluster reduction through distributed shared memory).
-        for m, n, k in ((1, 192, 256), (5, 192, 256), (17, 192, 256), (200, 192, 256), (17, 256, 256), (200, 256, 256),
-                        (17, 256, 1024), (200, 256, 1024)):
+        for m, n, k in shapes:
             name = f"quantlinear_{fmt}_{NAMES[t]}_m{m}_n{n}" + (f"_k{k}" if k != 256 else "")
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = pathlib.Path(tmp)

@@ -1,0 +1,43 @@
+"""bench/contraction/sanitizer_cases.py computes the expected outputs of its kiln.QuantLinear cases
+with its own numpy decoder of the 4-bit weights (NVFP4, INT4). Here kiln's CPU backend, which runs
+the operator's reference expression (src/ops/QuantLinear.cpp), must agree with them on the small
+shapes, so that a GPU failure in those cases means the GPU kernel is wrong, not the expectation.
+Needs the kiln binary (see gemma_model.kiln_binary)."""
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gemma_model import kiln_binary
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench" / "contraction"))
+import sanitizer_cases  # noqa: E402
+
+
+def test_quantlinear_expectations_match_the_cpu_backend(tmp_path):
+    binary = kiln_binary()
+    if binary is None:
+        pytest.skip("no kiln binary (build kiln, or set KILN_BINARY)")
+    rng = np.random.default_rng(7)
+    for t in (sanitizer_cases.F16, sanitizer_cases.BF16):
+        sanitizer_cases.quant_cases(tmp_path, rng, str(binary), t, shapes=((1, 192, 256), (5, 64, 512)))
+    cases = sorted(p.name for p in tmp_path.iterdir())
+    assert len(cases) == 8, cases
+    run = subprocess.run([str(binary), "test-onnx", str(tmp_path), "--backend", "cpu", "-v"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "8 passed, 0 failed, 0 skipped" in run.stdout, run.stdout[-3000:]
+
+
+def test_a_wrong_scale_decoder_is_caught(tmp_path, monkeypatch):
+    """The comparison above can fail: a decoder 2% off in its E4M3 scales fails every NVFP4 case."""
+    binary = kiln_binary()
+    if binary is None:
+        pytest.skip("no kiln binary (build kiln, or set KILN_BINARY)")
+    decode = sanitizer_cases.decode_e4m3
+    monkeypatch.setattr(sanitizer_cases, "decode_e4m3", lambda bits: decode(bits) * 1.02)
+    monkeypatch.setattr(sanitizer_cases, "QUANT", [q for q in sanitizer_cases.QUANT if q[0] == "nvfp4"])
+    sanitizer_cases.quant_cases(tmp_path, np.random.default_rng(7), str(binary), sanitizer_cases.F16, shapes=((5, 192, 256),))
+    run = subprocess.run([str(binary), "test-onnx", str(tmp_path), "--backend", "cpu"], capture_output=True, text=True)
+    assert "0 passed, 1 failed" in run.stdout, run.stdout[-3000:]
