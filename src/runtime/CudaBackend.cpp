@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -164,6 +166,18 @@ std::vector<HostTensor> run_through_contract(void* library, const Prepared& p,
 
 }  // namespace
 
+std::string build_stamp(const std::string& arch) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a over every support file's name and text
+  auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xffu) * 1099511628211ull;  // a separator, so that "ab" + "c" differs from "a" + "bc"
+  };
+  for (const auto& [name, text] : codegen::support_files()) mix(name), mix(text);
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(h));
+  return arch + " support " + digest;
+}
+
 bool built_library_current(const std::string& source_file, const std::string& source_text, const std::string& library,
                            const std::string& arch) {
   auto read = [](const std::string& path, std::string& text) {
@@ -173,7 +187,7 @@ bool built_library_current(const std::string& source_file, const std::string& so
     return true;
   };
   std::string old_source, stamp;
-  return fs::exists(library) && read(library + ".stamp", stamp) && stamp == arch && read(source_file, old_source) &&
+  return fs::exists(library) && read(library + ".stamp", stamp) && stamp == build_stamp(arch) && read(source_file, old_source) &&
          old_source == source_text;
 }
 
@@ -246,7 +260,7 @@ std::vector<CaseResult> run_test_cases_cuda(const std::vector<std::string>& fold
       build.include_dir = (fs::path(options.work_dir) / "include").string();
       try {
         codegen::build_shared_library({source.string()}, library, build);
-        std::ofstream(library + ".stamp") << options.arch;
+        std::ofstream(library + ".stamp") << build_stamp(options.arch);
         libraries[u] = library;
       } catch (const UserError& e) {
         build_errors[u] = e.what();

@@ -95,7 +95,8 @@ void register_test_onnx(CLI::App& app) {
       ->each([options](const std::string&) { options->cuda.translation_units = options->cuda.jobs; });
   cmd->add_flag("--cuda-reuse-built", options->cuda.reuse_built,
                 "cuda: keep a translation unit's library from an earlier run in the same --cuda-work-dir when its\n"
-                "generated source and --cuda-arch are unchanged (e.g. a second pass under compute-sanitizer)");
+                "generated source, --cuda-arch and kiln's kernel templates are unchanged (e.g. a second pass under\n"
+                "compute-sanitizer)");
   cmd->callback([options] { set_exit_code(run_test_onnx(*options)); });
 }
 

@@ -21,12 +21,19 @@ struct CudaTestOptions {
   int translation_units = 16;
   int jobs = 16;  // parallel nvcc processes
   // Keep a translation unit's library from an earlier run in the same work_dir when its generated
-  // source and the build's architecture are byte-identical (a second pass under compute-sanitizer).
+  // source, the build's architecture and the headers it includes (codegen::support_files(): the
+  // kernel templates) are byte-identical (a second pass under compute-sanitizer, or libraries built
+  // ahead on another machine by the same kiln).
   bool reuse_built = false;
 };
 
+// What a translation unit's stamp file (library + ".stamp") holds once it is built for `arch`: the
+// arch, then a digest of codegen::support_files(), so that a library built by a kiln with other
+// kernel templates is not taken for current.
+std::string build_stamp(const std::string& arch);
+
 // Whether `library` was built from exactly `source_text` for `arch` by an earlier run: its source
-// file holds the same text and its stamp file (library + ".stamp") names the same arch.
+// file holds the same text and its stamp file says build_stamp(arch).
 bool built_library_current(const std::string& source_file, const std::string& source_text, const std::string& library,
                            const std::string& arch);
 
