@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the template cases of sanitizer_cases.py on the dev machine (no GPU needed to build), so
 # that device_run.sh's sanitizer step spends its device time under the sanitizer, not in nvcc
-# (the 102 cases take longer than one device call to build there). The libraries go to DEST
+# (building them there takes minutes of a 10-minute call; s25c ran out of time). The libraries go to DEST
 # (default .carry/san-built, ignored by git); carry it and pass SAN_BUILT=.carry/san-built.
 # The cases are written again on the GPU machine from the same seed: a unit is reused there only
-# when its generated source is unchanged (the same kiln, the same cases), else rebuilt.
+# when its generated source and kiln's kernel templates are unchanged (build_stamp), else rebuilt.
 # Usage: bench/contraction/prebuild_sanitizer_cases.sh [KILN (default build/tools/kiln)] [DEST]
-# Takes about N minutes on 2 cores (16 translation units, as device_run.sh's --cuda-jobs 16).
+# Builds 16 translation units, as device_run.sh's --cuda-jobs 16 does (a 300 x 264 x 200 MatMul case alone
+# takes about 28 s of one core here, so the 102 cases take the better part of an hour on 2 cores).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 kiln="${1:-$root/build/tools/kiln}"
