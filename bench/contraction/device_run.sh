@@ -15,7 +15,7 @@
 # arguments (--profile: per-kernel times of each model, kiln and torch.compile); EDGE_KINDS the
 # edge_check.py kinds (default all), EDGE_BF16 the conv cases also checked in bfloat16 (default all);
 # RACECHECK_SETS=cases: racecheck over the template cases only (memcheck still over every set);
-# SAN_BUILT: a folder of the template cases' libraries built ahead (prebuild_sanitizer_cases.sh).
+# SAN_BUILT: the template cases' libraries built ahead (prebuild_sanitizer_cases.sh: its folder or .tar.xz).
 # FI_SECTIONS (e.g. "mlp vit"; default none): bench sections run a second time with every kiln
 # compile given --float-intermediates (float32 intermediates, as torch.compile computes), into
 # contraction_<device>_<date><tag>_fi.md.
@@ -104,7 +104,10 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
     python3 bench/contraction/sanitizer_cases.py /tmp/kiln-san-cases --kiln "$carry/kiln"
     # SAN_BUILT: the template cases' libraries built ahead on the dev machine (bench/contraction/
     # prebuild_sanitizer_cases.sh, carried); a unit whose generated source differs is rebuilt here.
-    if [ -n "${SAN_BUILT:-}" ]; then mkdir -p /tmp/kiln-cuda-san && cp -r "$SAN_BUILT"/. /tmp/kiln-cuda-san/; fi
+    if [ -n "${SAN_BUILT:-}" ]; then
+      mkdir -p /tmp/kiln-cuda-san
+      if [[ "$SAN_BUILT" == *.tar.xz ]]; then tar -xJf "$SAN_BUILT" -C /tmp/kiln-cuda-san; else cp -r "$SAN_BUILT"/. /tmp/kiln-cuda-san/; fi
+    fi
     sets=("/tmp/kiln-san-cases /tmp/kiln-cuda-san none")
     [[ ",${SAN_SUITES:-debian}," == *",debian,"* ]] &&
       sets+=("$carry/node /tmp/kiln-cuda-test tests/conformance/known_bad_reference.txt")

@@ -2,7 +2,8 @@
 # Builds the template cases of sanitizer_cases.py on the dev machine (no GPU needed to build), so
 # that device_run.sh's sanitizer step spends its device time under the sanitizer, not in nvcc
 # (building them there takes minutes of a 10-minute call; s25c ran out of time). The libraries go to DEST
-# (default .carry/san-built, ignored by git); carry it and pass SAN_BUILT=.carry/san-built.
+# (default .carry/san-built, ignored by git) and DEST.tar.xz; carry the archive and pass
+# SAN_BUILT=.carry/san-built.tar.xz.
 # The cases are written again on the GPU machine from the same seed: a unit is reused there only
 # when its generated source and kiln's kernel templates are unchanged (build_stamp), else rebuilt.
 # Usage: bench/contraction/prebuild_sanitizer_cases.sh [KILN (default build/tools/kiln)] [DEST]
@@ -22,5 +23,8 @@ rm -rf "$dest" && mkdir -p "$dest"
   grep -E '^built unit|FAILED' || true
 built=$(ls "$dest"/libunit*.so.stamp 2>/dev/null | wc -l)
 rm -rf "$dest/include" "$dest"/*.log
-echo "$built of 16 units built into $dest ($(du -sh "$dest" | cut -f1))"
+# The libraries are mostly zeros and constants: xz took session 25's 57 MB to 15 MB, under
+# the device tool's 64 MiB carry with .carry/kiln beside it.
+tar -C "$dest" -cJf "$dest.tar.xz" .
+echo "$built of 16 units built into $dest ($(du -sh "$dest" | cut -f1)); carry $dest.tar.xz ($(du -sh "$dest.tar.xz" | cut -f1))"
 [ "$built" = 16 ]
