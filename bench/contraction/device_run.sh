@@ -103,7 +103,7 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
     echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); $(compute-sanitizer --version | tail -1)"
     python3 bench/contraction/sanitizer_cases.py /tmp/kiln-san-cases --kiln "$carry/kiln"
     # SAN_BUILT: the template cases' libraries built ahead on the dev machine (bench/contraction/
-    # prebuild_sanitizer_cases.sh, carried); a unit whose generated source differs is rebuilt here.
+    # prebuild_sanitizer_cases.sh, carried); a unit whose source or kernel templates differ is rebuilt here.
     if [ -n "${SAN_BUILT:-}" ]; then
       mkdir -p /tmp/kiln-cuda-san
       if [[ "$SAN_BUILT" == *.tar.xz ]]; then tar -xJf "$SAN_BUILT" -C /tmp/kiln-cuda-san; else cp -r "$SAN_BUILT"/. /tmp/kiln-cuda-san/; fi

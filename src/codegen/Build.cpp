@@ -1,8 +1,10 @@
 #include "kiln/codegen/Build.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "kiln/support/Error.h"
@@ -36,6 +38,14 @@ void write_support_files(const std::string& dir) {
     fs::create_directories(path.parent_path());
     std::ofstream(path, std::ios::binary) << text;
   }
+}
+
+std::string support_files_digest() {
+  std::string files;
+  for (const auto& [name, text] : support_files()) files += name + text;
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(files));
+  return hex;
 }
 
 static std::string quote(const std::string& s) { return "'" + s + "'"; }

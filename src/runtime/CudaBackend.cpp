@@ -2,8 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -166,17 +164,7 @@ std::vector<HostTensor> run_through_contract(void* library, const Prepared& p,
 
 }  // namespace
 
-std::string build_stamp(const std::string& arch) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a over every support file's name and text
-  auto mix = [&h](const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xffu) * 1099511628211ull;  // a separator, so that "ab" + "c" differs from "a" + "bc"
-  };
-  for (const auto& [name, text] : codegen::support_files()) mix(name), mix(text);
-  char digest[17];
-  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(h));
-  return arch + " support " + digest;
-}
+std::string build_stamp(const std::string& arch) { return arch + " support " + codegen::support_files_digest(); }
 
 bool built_library_current(const std::string& source_file, const std::string& source_text, const std::string& library,
                            const std::string& arch) {

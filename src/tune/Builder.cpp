@@ -143,9 +143,7 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
   // between workers; their text between kiln versions).
   codegen::BuildOptions key_options = unit_options;
   key_options.include_dir = "include";
-  std::string headers;
-  for (const auto& [name, text] : codegen::support_files()) headers += name + text;
-  const std::string unit_key = codegen::build_command({"unit.cu"}, "unit.o", key_options) + hex_hash(headers);
+  const std::string unit_key = codegen::build_command({"unit.cu"}, "unit.o", key_options) + codegen::support_files_digest();
   std::map<std::string, std::string> unit_object;  // text -> object file
   std::map<std::string, std::string> unit_error;   // text -> why it did not compile
   std::vector<std::string> to_compile;

@@ -14,6 +14,10 @@ std::string find_nvcc();
 // Writes support_files() under `dir`/include.
 void write_support_files(const std::string& dir);
 
+// A hex digest of support_files() (names and texts): what a build from generated sources depends on
+// beyond their own text, so keys of built objects and libraries include it.
+std::string support_files_digest();
+
 struct BuildOptions {
   Target target = Target::Cuda;
   std::vector<std::string> archs = {"sm_90"};  // CUDA only
