@@ -126,7 +126,9 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
           continue
         fi
         s0=$(date +%s)
-        timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 "${kt[@]}" "$cases" \
+        # application-only: a unit that must be rebuilt runs nvcc, and the sanitizer waiting to attach
+        # to nvcc's processes ends the pass ("No attachable process found", run s26a).
+        timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --target-processes application-only --error-exitcode 99 "${kt[@]}" "$cases" \
           --cuda-work-dir "$work" --cuda-reuse-built "${skip_args[@]}" 2>&1 | grep -v '^reused unit' | tail -n 8
         echo "exit status: ${PIPESTATUS[0]} ($(( $(date +%s) - s0 )) s)"
       done

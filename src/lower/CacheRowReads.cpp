@@ -32,6 +32,7 @@ class CollectReads : public IRVisitor {
   CollectReads(Expr t, Expr k) : t_(std::move(t)), k_(std::move(k)) {}
   std::map<const BufferNode*, std::vector<VectorRead>> reads;
   std::map<const BufferNode*, Buffer> buffers;
+  std::vector<const BufferNode*> first_read;  // the buffers in the order of their first read, not by address
   std::set<const BufferNode*> stored, uncacheable;
   using IRVisitor::visit;
 
@@ -75,7 +76,7 @@ class CollectReads : public IRVisitor {
     const Ramp* ramp = load ? load->index.as<Ramp>() : nullptr;
     if (ramp && load->buffer->scope == MemoryScope::Global &&
         op->buffer->scope == MemoryScope::Local) {
-      buffers[load->buffer.get()] = load->buffer;
+      if (buffers.emplace(load->buffer.get(), load->buffer).second) first_read.push_back(load->buffer.get());
       if (auto r = read(op, ramp)) {
         reads[load->buffer.get()].push_back(*r);
       } else {
@@ -162,7 +163,12 @@ Stmt cache_row(const For* row, int64_t max_bytes) {
   std::vector<Stmt> preloads;
   std::vector<Buffer> caches;
   int64_t bytes = 0;
-  for (const auto& [node, reads] : collect.reads) {
+  // In the order of the row's first reads: which buffers fit max_bytes, and the caches' order in the
+  // generated text, must not depend on where the buffers happen to be allocated.
+  for (const BufferNode* node : collect.first_read) {
+    auto found = collect.reads.find(node);
+    if (found == collect.reads.end()) continue;
+    const std::vector<VectorRead>& reads = found->second;
     if (reads.size() < 2 || collect.stored.count(node) || collect.uncacheable.count(node)) continue;
     const VectorRead& first = reads.front();
     const int64_t steps = first.step ? *as_const_int(first.step->extent) : 1;

@@ -135,13 +135,20 @@ class RowBodies : public IRMutator {
       found.position = i;
       found.visit(seq->stmts[i]);
     }
-    std::set<const BufferNode*> candidates;
+    // In statement order (then by name), never by address: the order names the register values'
+    // allocations in the generated text, which must not change from one run to the next.
+    std::vector<const BufferNode*> ordered;
     // Not with 1024 threads a block: there a kernel fits two blocks on an SM only within 32
     // registers a thread, and the values kept live can cost that (softmax 1024x32000 fp16, default
     // schedule, H200, run s15e: 32 -> 44 registers, 51.0 -> 58.1 us; with 512 threads 48.6 -> 47.0).
     for (const auto& [buffer, r] : found.results)
-      if (temporaries_.count(buffer) && r.first.threads > 0 && r.first.threads < 1024) candidates.insert(buffer);
-    if (candidates.empty()) return self;
+      if (temporaries_.count(buffer) && r.first.threads > 0 && r.first.threads < 1024) ordered.push_back(buffer);
+    if (ordered.empty()) return self;
+    std::sort(ordered.begin(), ordered.end(), [&](const BufferNode* a, const BufferNode* b) {
+      const size_t pa = found.results.at(a).second, pb = found.results.at(b).second;
+      return pa != pb ? pa < pb : a->name < b->name;
+    });
+    const std::set<const BufferNode*> candidates(ordered.begin(), ordered.end());
     // The whole function's accesses (another kernel may read the temporary), and each statement's
     // of this row body.
     Accesses everywhere(candidates);
@@ -153,7 +160,7 @@ class RowBodies : public IRMutator {
     }
     KeepInRegisters keep;
     std::vector<Buffer> values;
-    for (const BufferNode* buffer : candidates) {
+    for (const BufferNode* buffer : ordered) {
       const auto& [r, position] = found.results.at(buffer);
       if (everywhere.stores[buffer] != 1) continue;
       size_t later = 0;
