@@ -183,8 +183,9 @@ def conv_cases(root, rng, t):
         fan_in = int(np.prod(ws[1:]))
         x, w, b = rand(rng, xs, t), rand(rng, ws, t, fan_in ** -0.5), rand(rng, (ws[0],), t)
         # BatchNorm (inference) + ReLU after the conv, as a CNN exports them.
-        scale, shift = rand(rng, (ws[0],), t) + 1.5, rand(rng, (ws[0],), t)
-        mean, var = rand(rng, (ws[0],), t) * 0.1, round_to(rng.uniform(0.5, 1.5, ws[0]), t)
+        # Each parameter rounded to t as the model will hold it: the expectation must use the same values.
+        scale, shift = round_to(rand(rng, (ws[0],), t) + 1.5, t), rand(rng, (ws[0],), t)
+        mean, var = round_to(rand(rng, (ws[0],), t) * 0.1, t), round_to(rng.uniform(0.5, 1.5, ws[0]), t)
         bc = [1, ws[0]] + [1] * (len(xs) - 2)
         c = round_to(conv_reference(x, w, b, strides, pads, dil, group), t)
         bn = round_to((c - mean.reshape(bc)) / np.sqrt(var.reshape(bc) + 1e-5) * scale.reshape(bc) + shift.reshape(bc), t)
