@@ -8,7 +8,8 @@ writes the model), of the input and the weight decoded as src/ops/QuantLinear.cp
 
 Covered: the small-M kernels (M = 1, 2, 16; K off the vector width; N = 12700: the 16-token
 SWAP_AB tile), mma.sync tiles with and without split-K (M = 17, 33, 200), the Hopper kernels (M = 300: 128x128 ping-pong; M = 520 with K = 4096
-over at least 132 tiles: 128x256 cooperative), dual gate/up products (small M, tiles, Hopper),
+over at least 132 tiles: 128x256 cooperative; M = 416 with K = 8192: the 128 x 208 SWAP_AB tile
+with K split over a cluster), dual gate/up products (small M, tiles, Hopper),
 Gemm with transB, alpha, beta and C, batched attention products, an attention block, implicit-GEMM
 convolutions (stride, dilation, asymmetric pads, 1-D, BN+ReLU) and the plain conv path (groups),
 and kiln.QuantLinear (NVFP4, INT4) through kernels/quant at M = 1, 5, 17, 200 (N = 192 and 256;
@@ -79,6 +80,7 @@ def matmul_cases(root, rng, t, small):
               (33, 72, 136), (200, 1024, 136), (300, 264, 200)]
     if not small:
         shapes.append((520, 4096, 6912))  # 5 x 27 = 135 tiles of 128x256 with K >= 4096: the cooperative tile
+        shapes.append((416, 8192, 4096))  # 64 SWAP_AB tiles of 128 x 208 with K split in two over a cluster
     for m, k, n in shapes:
         x, w = rand(rng, (m, k), t), rand(rng, (k, n), t, k ** -0.5)
         y = round_to(x @ w, t)

@@ -155,6 +155,44 @@ constexpr int kWgmmaGroupRows = 8;  // tile-rows per raster group
 #define KILN_WGMMA_TILE_TRACE(local, cw, point)
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The cluster's sum of a SWAP_AB tile's split partials (each CTA's `part`: NB blocks of BM rows of
+// STRIDE floats), run by the 256 consumer threads of every rank, each rank on its share; `store(r, c,
+// t0, t1)` takes tile element (r, c) for r < rows, c < cols. The tile's rows are the output's
+// columns, so consecutive threads take consecutive rows, 4 columns each (a float4 from every split):
+// a warp's store then writes 32 neighbours of one output row, 2 sectors, where walking along the
+// tile's rows wrote one element in each of 32 output rows, 32 sectors. Splits are added in rank
+// order, so the sum does not depend on timing.
+template <int BM, int WB, int STRIDE, int NB, typename Store>
+__device__ __forceinline__ void cluster_reduce_swapped(cooperative_groups::cluster_group& cluster, const float* part, int rows,
+                                                       int64_t cols, int splits, const Store& store) {
+  static_assert(WB % 4 == 0 && STRIDE % 4 == 0, "the swapped reduction reads float4 runs");
+  const int units = rows * (WB / 4);
+  const int share = (units + splits - 1) / splits, u0 = int(cluster.block_rank()) * share;
+  const int end = u0 + share < units ? u0 + share : units;
+  for (int u = u0 + int(threadIdx.x) - 128; u < end; u += 2 * 128) {
+    const int r = u % rows, c = 4 * (u / rows);
+    if (c >= cols) continue;
+    float t[NB][4];
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) t[j][e] = 0.0f;
+    for (int q = 0; q < splits; ++q) {
+      const float* peer = cluster.map_shared_rank(part, q);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        const float4 v = *reinterpret_cast<const float4*>(peer + (j * BM + r) * STRIDE + c);
+        t[j][0] += v.x, t[j][1] += v.y, t[j][2] += v.z, t[j][3] += v.w;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (c + e < cols) store(r, c + e, t[0][e], t[NB - 1][e]);
+  }
+}
+#endif
+
 template <typename T, typename Config, typename Epilogue, bool kAk, bool kBk>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b0,
@@ -569,25 +607,37 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
         int b, tm, tn, split;
         decode(int64_t(blockIdx.x), b, tm, tn, split);
         const int64_t m0 = int64_t(tm) * BM, n0 = int64_t(tn) * WB;
-        const int rows = args.m - m0 < BM ? int(args.m - m0) : BM, total = rows * WB;
-        const int share = (total + args.splits - 1) / args.splits, q0 = int(cluster.block_rank()) * share;
-        const int end = q0 + share < total ? q0 + share : total;
-        float* const part = reinterpret_cast<float*>(wgmma_smem + (base - smem_addr(wgmma_smem)));
-        for (int i = q0 + int(threadIdx.x) - 128; i < end; i += 2 * 128) {
-          const int r = i / WB, c = i % WB;
-          if (n0 + c >= args.n) continue;
-          float t[NB];
+        const int rows = args.m - m0 < BM ? int(args.m - m0) : BM;
+        const float* const part = reinterpret_cast<const float*>(wgmma_smem + (base - smem_addr(wgmma_smem)));
+        if constexpr (kSwap) {
+          cluster_reduce_swapped<BM, WB, L::kPartialStride, NB>(cluster, part, rows, args.n - n0, args.splits,
+                                                                [&](int r, int c, float t0, float t1) {
+                                                                  if constexpr (NB == 2) {
+                                                                    epilogue(b, m0 + r, n0 + c, t0, t1);
+                                                                  } else {
+                                                                    epilogue(b, m0 + r, n0 + c, t0);
+                                                                  }
+                                                                });
+        } else {
+          const int total = rows * WB;
+          const int share = (total + args.splits - 1) / args.splits, q0 = int(cluster.block_rank()) * share;
+          const int end = q0 + share < total ? q0 + share : total;
+          for (int i = q0 + int(threadIdx.x) - 128; i < end; i += 2 * 128) {
+            const int r = i / WB, c = i % WB;
+            if (n0 + c >= args.n) continue;
+            float t[NB];
 #pragma unroll
-          for (int j = 0; j < NB; ++j) t[j] = 0.0f;
-          for (int q = 0; q < args.splits; ++q) {
-            const float* peer = cluster.map_shared_rank(part, q);
+            for (int j = 0; j < NB; ++j) t[j] = 0.0f;
+            for (int q = 0; q < args.splits; ++q) {
+              const float* peer = cluster.map_shared_rank(part, q);
 #pragma unroll
-            for (int j = 0; j < NB; ++j) t[j] += peer[(j * BM + r) * L::kPartialStride + c];
-          }
-          if constexpr (NB == 2) {
-            epilogue(b, m0 + r, n0 + c, t[0], t[1]);
-          } else {
-            epilogue(b, m0 + r, n0 + c, t[0]);
+              for (int j = 0; j < NB; ++j) t[j] += peer[(j * BM + r) * L::kPartialStride + c];
+            }
+            if constexpr (NB == 2) {
+              epilogue(b, m0 + r, n0 + c, t[0], t[1]);
+            } else {
+              epilogue(b, m0 + r, n0 + c, t[0]);
+            }
           }
         }
       }

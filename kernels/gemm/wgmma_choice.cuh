@@ -3,6 +3,7 @@
 // them from the bound dims): the wide or narrow tile (wgmma_prefers_wide), a SWAP_AB tile
 // (wgmma_swap_choice), and the environment switches that benchmarks use to compare a path on and
 // off in one process (KILN_GEMM_SWAP, KILN_GEMM_CLUSTER_SPLIT; kiln_gemm.cuh's KILN_GEMV_WGMMA).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -34,15 +35,30 @@ struct WgmmaTileShape {
   bool pingpong = false;
 };
 
+// The K splits gemm_wgmma's launch plans for `tiles` cooperative tiles (batch 1, fewer tiles than
+// SMs: as many as fill the SMs, at most 8, at least 4 k-steps each), counted by the choice below
+// only where each split keeps at least kWgmmaLongSplitSteps k-steps (a long K, where the cluster's
+// reduction is a small share of a split's time; not measured on short K, e.g. ViT's 768).
+constexpr int64_t kWgmmaLongSplitSteps = 64;
+inline int64_t wgmma_long_k_splits(const Problem& p, int64_t tiles) {
+  const int64_t sms = detail::device_sm_count(), k_steps = (p.k + 63) / 64;
+  if (p.batch() != 1 || tiles >= sms) return 1;
+  int64_t splits = std::min<int64_t>({sms / tiles, 8, k_steps / 4});
+  if (splits < 2 || k_steps / splits < kWgmmaLongSplitSteps) return 1;
+  return splits;
+}
+
 // The SM time a call's tiles take in whole waves, in output elements per k-step: a cooperative
-// tile holds an SM for a wave, a ping-pong one shares it with a second tile. Across the tiles of
-// run s20a (H200, 816 and 4096 tokens; bench/gemm/NOTES.md, session 20) the time per unit of it was
+// tile holds an SM for a wave, a ping-pong one shares it with a second tile; a cooperative tile
+// whose K is split (wgmma_long_k_splits) counts 1/splits of it per unit. Across the tiles of run
+// s20a (H200, 816 and 4096 tokens; bench/gemm/NOTES.md, session 20) the time per unit of it was
 // within +-10% of 0.40 us per 128 x 128 x 64, padding past M or N included.
 inline int64_t wgmma_waves_work(const Problem& p, WgmmaTileShape t, bool swapped) {
   const int64_t rows = swapped ? p.n : p.m, cols = swapped ? p.m : p.n;
   const int64_t slots = detail::device_sm_count() * (t.pingpong ? 2 : 1);
   const int64_t tiles = p.batch() * ((rows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
-  return (tiles + slots - 1) / slots * t.bm * t.bn * (t.pingpong ? 2 : 1);
+  const int64_t splits = t.pingpong ? 1 : wgmma_long_k_splits(p, tiles);
+  return (tiles * splits + slots - 1) / slots * t.bm * t.bn * (t.pingpong ? 2 : 1) / splits;
 }
 
 namespace detail {
