@@ -15,7 +15,8 @@
 # arguments (--profile: per-kernel times of each model, kiln and torch.compile); EDGE_KINDS the
 # edge_check.py kinds (default all), EDGE_BF16 the conv cases also checked in bfloat16 (default all);
 # RACECHECK_SETS=cases: racecheck over the template cases only (memcheck still over every set);
-# SAN_BUILT: the template cases' libraries built ahead (prebuild_sanitizer_cases.sh: its folder or .tar.xz).
+# SAN_BUILT: the template cases' libraries built ahead (prebuild_sanitizer_cases.sh: its folder or .tar.xz);
+# SAN_BUILT_DEBIAN: the Debian node suite's (SUITE=debian prebuild_sanitizer_cases.sh).
 # FI_SECTIONS (e.g. "mlp vit"; default none): bench sections run a second time with every kiln
 # compile given --float-intermediates (float32 intermediates, as torch.compile computes), into
 # contraction_<device>_<date><tag>_fi.md.
@@ -107,6 +108,10 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
     if [ -n "${SAN_BUILT:-}" ]; then
       mkdir -p /tmp/kiln-cuda-san
       if [[ "$SAN_BUILT" == *.tar.xz ]]; then tar -xJf "$SAN_BUILT" -C /tmp/kiln-cuda-san; else cp -r "$SAN_BUILT"/. /tmp/kiln-cuda-san/; fi
+    fi
+    if [ -n "${SAN_BUILT_DEBIAN:-}" ]; then  # the node suite's units (SUITE=debian prebuild_sanitizer_cases.sh)
+      mkdir -p /tmp/kiln-cuda-test
+      if [[ "$SAN_BUILT_DEBIAN" == *.tar.xz ]]; then tar -xJf "$SAN_BUILT_DEBIAN" -C /tmp/kiln-cuda-test; else cp -r "$SAN_BUILT_DEBIAN"/. /tmp/kiln-cuda-test/; fi
     fi
     sets=("/tmp/kiln-san-cases /tmp/kiln-cuda-san none")
     [[ ",${SAN_SUITES:-debian}," == *",debian,"* ]] &&

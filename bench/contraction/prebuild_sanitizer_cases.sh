@@ -6,20 +6,33 @@
 # SAN_BUILT=.carry/san-built.tar.xz.
 # The cases are written again on the GPU machine from the same seed: a unit is reused there only
 # when its generated source and kiln's kernel templates are unchanged (build_stamp), else rebuilt.
-# Usage: bench/contraction/prebuild_sanitizer_cases.sh [KILN (default build/tools/kiln)] [DEST]
+# SUITE=debian builds the Debian node suite's units instead (the set device_run.sh's conformance and
+# sanitizer steps build into /tmp/kiln-cuda-test, with the same skip list; about 10 minutes here):
+# DEST defaults to .carry/san-built-debian, carried and passed as SAN_BUILT_DEBIAN.
+# Usage: [SUITE=cases|debian] bench/contraction/prebuild_sanitizer_cases.sh [KILN (default build/tools/kiln)] [DEST]
 # Builds 16 translation units, as device_run.sh's --cuda-jobs 16 does (a 300 x 264 x 200 MatMul case alone
 # takes about 28 s of one core here, so the 102 cases take the better part of an hour on 2 cores).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 kiln="${1:-$root/build/tools/kiln}"
-dest="${2:-$root/.carry/san-built}"
-cases="$(mktemp -d)"
-trap 'rm -rf "$cases"' EXIT
-python3 "$root/bench/contraction/sanitizer_cases.py" "$cases" --kiln "$kiln"
+suite="${SUITE:-cases}"
+case "$suite" in
+  cases) dest="${2:-$root/.carry/san-built}"; skip=() ;;
+  debian) dest="${2:-$root/.carry/san-built-debian}"; skip=(--skip-list "$root/tests/conformance/known_bad_reference.txt") ;;
+  *) echo "SUITE must be cases or debian, not '$suite'" >&2; exit 2 ;;
+esac
+written="$(mktemp -d)"
+trap 'rm -rf "$written"' EXIT
+if [ "$suite" = cases ]; then
+  cases="$written"
+  python3 "$root/bench/contraction/sanitizer_cases.py" "$cases" --kiln "$kiln"
+else
+  cases=/usr/share/libonnx-testdata/data/node  # the suite prepare_carry.sh carries as .carry/kiln/node
+fi
 rm -rf "$dest" && mkdir -p "$dest"
 # The run pass fails on a machine without a GPU (every case: no CUDA device); the build pass is
 # what is wanted, and a unit that fails to build says FAILED.
-"$kiln" test-onnx "$cases" --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --cuda-work-dir "$dest" 2>&1 |
+"$kiln" test-onnx "$cases" --backend cuda --cuda-arch sm_90 --cuda-jobs 16 --cuda-work-dir "$dest" "${skip[@]}" 2>&1 |
   grep -E '^built unit|FAILED' || true
 built=$(ls "$dest"/libunit*.so.stamp 2>/dev/null | wc -l)
 rm -rf "$dest/include" "$dest"/*.log
