@@ -894,9 +894,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
           // The splits of a tile as one cluster (one unit per CTA: tiles x splits <= SMs), as many as
           // fill the GPU, at most 8 (portable clusters) and no fewer than 4 k-steps each, with every
           // tile's cluster resident at once.
-          splits = sms / tiles;
-          if (splits > 8) splits = 8;
-          if (splits > k_steps / 4) splits = k_steps / 4;
+          splits = wgmma_planned_splits(tiles, k_steps);
           while (splits >= 2 && tiles > detail::wgmma_resident_clusters<T, Config, Epilogue>(int(splits))) --splits;
           if (splits >= 2) {
             const int64_t per = (k_steps + splits - 1) / splits;
@@ -906,9 +904,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         }
         if (!args.cluster_reduce && batch == 1 && workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % 16 == 0 &&
             workspace_bytes >= 2 * slice_bytes && tiles < sms) {
-          splits = sms / tiles;
-          if (splits > 8) splits = 8;
-          if (splits > k_steps / 4) splits = k_steps / 4;
+          splits = wgmma_planned_splits(tiles, k_steps);
           if (splits > workspace_bytes / slice_bytes) splits = workspace_bytes / slice_bytes;
           if (splits < 1) splits = 1;
         }

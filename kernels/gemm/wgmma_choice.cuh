@@ -35,15 +35,21 @@ struct WgmmaTileShape {
   bool pingpong = false;
 };
 
-// The K splits gemm_wgmma's launch plans for `tiles` cooperative tiles (batch 1, fewer tiles than
-// SMs: as many as fill the SMs, at most 8, at least 4 k-steps each), counted by the choice below
-// only where each split keeps at least kWgmmaLongSplitSteps k-steps (a long K, where the cluster's
-// reduction is a small share of a split's time; not measured on short K, e.g. ViT's 768).
+// The K splits gemm_wgmma's launch plans for `tiles` tiles of a batch-1 call with fewer tiles than
+// SMs, before it checks residency or workspace: as many as fill the SMs, at most 8 (portable
+// clusters), no fewer than 4 k-steps each (0 or 1: no split).
+inline int64_t wgmma_planned_splits(int64_t tiles, int64_t k_steps) {
+  return std::min<int64_t>({detail::device_sm_count() / tiles, 8, k_steps / 4});
+}
+
+// Those splits, counted by the choice below only where each keeps at least kWgmmaLongSplitSteps
+// k-steps (a long K, where the cluster's reduction is a small share of a split's time; not measured
+// on short K, e.g. ViT's 768).
 constexpr int64_t kWgmmaLongSplitSteps = 64;
 inline int64_t wgmma_long_k_splits(const Problem& p, int64_t tiles) {
-  const int64_t sms = detail::device_sm_count(), k_steps = (p.k + 63) / 64;
-  if (p.batch() != 1 || tiles >= sms) return 1;
-  int64_t splits = std::min<int64_t>({sms / tiles, 8, k_steps / 4});
+  const int64_t k_steps = (p.k + 63) / 64;
+  if (p.batch() != 1 || tiles >= detail::device_sm_count()) return 1;
+  const int64_t splits = wgmma_planned_splits(tiles, k_steps);
   if (splits < 2 || k_steps / splits < kWgmmaLongSplitSteps) return 1;
   return splits;
 }
