@@ -105,14 +105,13 @@ if [[ ",$steps," == *",sanitizer,"* ]]; then
     python3 bench/contraction/sanitizer_cases.py /tmp/kiln-san-cases --kiln "$carry/kiln"
     # SAN_BUILT: the template cases' libraries built ahead on the dev machine (bench/contraction/
     # prebuild_sanitizer_cases.sh, carried); a unit whose source or kernel templates differ is rebuilt here.
-    if [ -n "${SAN_BUILT:-}" ]; then
-      mkdir -p /tmp/kiln-cuda-san
-      if [[ "$SAN_BUILT" == *.tar.xz ]]; then tar -xJf "$SAN_BUILT" -C /tmp/kiln-cuda-san; else cp -r "$SAN_BUILT"/. /tmp/kiln-cuda-san/; fi
-    fi
-    if [ -n "${SAN_BUILT_DEBIAN:-}" ]; then  # the node suite's units (SUITE=debian prebuild_sanitizer_cases.sh)
-      mkdir -p /tmp/kiln-cuda-test
-      if [[ "$SAN_BUILT_DEBIAN" == *.tar.xz ]]; then tar -xJf "$SAN_BUILT_DEBIAN" -C /tmp/kiln-cuda-test; else cp -r "$SAN_BUILT_DEBIAN"/. /tmp/kiln-cuda-test/; fi
-    fi
+    unpack() {  # prebuilt units (a folder or .tar.xz) into a work folder
+      [ -n "$1" ] || return 0
+      mkdir -p "$2"
+      if [[ "$1" == *.tar.xz ]]; then tar -xJf "$1" -C "$2"; else cp -r "$1"/. "$2"/; fi
+    }
+    unpack "${SAN_BUILT:-}" /tmp/kiln-cuda-san
+    unpack "${SAN_BUILT_DEBIAN:-}" /tmp/kiln-cuda-test  # the node suite's (SUITE=debian prebuild_sanitizer_cases.sh)
     sets=("/tmp/kiln-san-cases /tmp/kiln-cuda-san none")
     [[ ",${SAN_SUITES:-debian}," == *",debian,"* ]] &&
       sets+=("$carry/node /tmp/kiln-cuda-test tests/conformance/known_bad_reference.txt")
