@@ -218,12 +218,26 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   EXPECT_EQ(cuda.find("row_max["), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("if ((tx == 0L))"), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("plan_arena("), std::string::npos) << cuda;
+  // Read once, so launched a block per row (not the grid capped for rows read again from L2).
+  EXPECT_EQ(cuda.find("<<<dim3(kiln_row_grid_size("), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("<<<dim3(kiln_grid_size(rows, 8192)"), std::string::npos) << cuda;
   // Not in blocks of 1024 threads (rows over 16384 elements), where two blocks fit an SM only
   // within 32 registers a thread: there thread 0 still stores the results for the others.
   const std::string wide = codegen::generate_module({lower_functions("softmax", row_softmax(32768), true)}, codegen::Target::Cuda);
   EXPECT_NE(wide.find("__launch_bounds__(1024)"), std::string::npos) << wide;
   EXPECT_NE(wide.find("row_max["), std::string::npos) << wide;
   EXPECT_EQ(wide.find("row_max_value"), std::string::npos) << wide;
+  // Without the row cache each stage reads the row again: the grid is capped so that the rows in
+  // flight stay in L2 (kiln_row_grid_size of the row's 96 floats).
+  DefaultScheduleOptions uncached;
+  uncached.row_cache_bytes = 0;
+  const Functions narrow = row_softmax();
+  const std::string reread = codegen::generate_module(
+      {lower("softmax", narrow.inputs, narrow.outputs, default_gpu_schedule(narrow.inputs, narrow.outputs, uncached))},
+      codegen::Target::Cuda);
+  EXPECT_EQ(reread.find("float x_row["), std::string::npos) << reread;
+  EXPECT_NE(reread.find("<<<dim3(kiln_row_grid_size(rows, kiln::idiv<int64_t>(((rows * 96L) * 4L), rows))"), std::string::npos)
+      << reread;
   const std::string chain = codegen::generate_module({lower_functions("chain", elementwise_chain(DType::BFloat16), true)},
                                                      codegen::Target::Cuda);
   EXPECT_NE(chain.find("kiln::copy_vector<8>"), std::string::npos) << chain;  // 8 bf16 = 16 bytes

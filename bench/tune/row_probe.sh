@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 12's row-kernel probe (row_probe.cu): launch grids and hand-edited LayerNorm+GELU rows
+# against the kernels kiln generates, timed in one process on one GPU.
+#   build (dev machine, no GPU needed): bench/tune/row_probe.sh build [KILN (default build/tools/kiln)]
+#     writes the models (make_models.py), the kernels kiln generates for them with the records
+#     below, and one probe binary per kernel into .carry/probe/ (ignored by git; carry it).
+#   run (GPU machine): OUT=$OUT bench/tune/row_probe.sh run   -> $OUT/row_probe.md
+# Records: s16c's best knobs (ab_records_s16c.jsonl), and for softmax 1024x32000 another row
+# width (512 threads, 128 cached bytes) written here with the same kernel key.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+probe="$root/.carry/probe"
+case "${1:-}" in
+build)
+  kiln="${2:-$root/build/tools/kiln}"
+  rm -rf "$probe" && mkdir -p "$probe/models" "$probe/bin"
+  python3 "$root/bench/tune/make_models.py" "$probe/models" --shapes 8192x4096 --ops layernorm_gelu,softmax > /dev/null
+  python3 "$root/bench/tune/make_models.py" "$probe/models" --shapes 1024x32000 --ops softmax > /dev/null
+  # name | model | records transform (knobs of the 1024x32000 softmax) | kernel | op | rows | cols | threads
+  variants=(
+    "ln_8192x4096|layernorm_gelu_8192x4096_float16|-|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|128"
+    "softmax_8192x4096|softmax_8192x4096_float16|-|softmax_k0_y|SOFTMAX|8192|4096|128"
+    "softmax_1024x32000|softmax_1024x32000_float16|-|softmax_k0_y|SOFTMAX|1024|32000|256"
+    "softmax_1024x32000_t512|softmax_1024x32000_float16|512,128|softmax_k0_y|SOFTMAX|1024|32000|512"
+  )
+  pids=()
+  for v in "${variants[@]}"; do
+    IFS='|' read -r name model knobs kernel op rows cols threads <<< "$v"
+    records="$root/bench/tune/ab_records_s16c.jsonl"
+    if [ "$knobs" != - ]; then
+      records="$probe/records_$name.jsonl"
+      python3 - "$root/bench/tune/ab_records_s16c.jsonl" "$records" "$knobs" <<'PY'
+import json, sys
+src, dst, knobs = sys.argv[1:]
+threads, cache = (int(v) for v in knobs.split(","))
+with open(src) as f, open(dst, "w") as out:
+    for line in f:
+        r = json.loads(line)
+        if r["shape"].startswith("1024x32000"):
+            r["knobs"].update(row_threads=threads, row_cache_bytes=cache)
+        out.write(json.dumps(r) + "\n")
+PY
+    fi
+    "$kiln" compile "$probe/models/$model.onnx" -o "$probe/src_$name" --no-build --records "$records" > "$probe/src_$name.log"
+    grep -q "__launch_bounds__($threads)" "$probe/src_$name/"*.cu || { echo "$name: the generated kernel is not $threads threads wide" >&2; exit 1; }
+    src="$(ls "$probe/src_$name"/*.cu | grep -v kiln_module.cu)"
+    nvcc -O3 -std=c++20 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A \
+      -I "$probe/src_$name/include" -DGENERATED="\"$src\"" -DKERNEL="$kernel" -DOP_$op -DROWS="$rows" -DCOLS="$cols" \
+      -DTHREADS="$threads" -o "$probe/bin/$name" "$root/bench/tune/row_probe.cu" "$probe/src_$name/kiln_module.cu" &
+    pids+=($!)
+    if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  git -C "$root" rev-parse --short HEAD > "$probe/COMMIT"
+  du -sh "$probe"
+  ;;
+run)
+  OUT="${OUT:-/tmp/row-probe}"
+  mkdir -p "$OUT"
+  export PATH="/usr/local/cuda/bin:$PATH"
+  {
+    echo "# row probe on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%Y-%m-%dT%H:%MZ), kiln $(cat "$probe/COMMIT")"
+    for b in "$probe"/bin/*; do
+      echo; echo "## $(basename "$b")"; echo
+      "$b" || echo "(exit $?)"
+    done
+  } 2>&1 | tee "$OUT/row_probe.md"
+  ;;
+*) echo "usage: $0 build [KILN] | run" >&2; exit 2 ;;
+esac
