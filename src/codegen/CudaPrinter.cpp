@@ -198,8 +198,9 @@ void CudaPrinter::print_invoke(const FunctionLayout& f) {
       row.visit(top->body);
       // Rows read again by a later stage: few enough blocks that what is read again stays in L2.
       // Rows read once (cached in registers): a block per row, up to kMaxBlocksX, which the
-      // hardware schedules as blocks finish (run s27b, H200: a softmax 1024x32000 40.6 -> 38.7 us, LayerNorm+GELU
-      // 8192x4096 43.6 -> 41.8 us, softmax 8192x4096 37.1 -> 35.5 us against the capped grid).
+      // hardware schedules as blocks finish (run s27b, H200, against the capped grid: softmax
+      // 1024x32000 40.6 -> 38.7 us, LayerNorm+GELU 8192x4096 43.6 -> 41.8, softmax 8192x4096
+      // 37.1 -> 35.5).
       if (row.cooperative && row.reread_bytes.defined()) {
         row_grid = "kiln_row_grid_size(" + expr(top->extent) + ", " + expr(simplify(row.reread_bytes)) + ")";
       }

@@ -108,8 +108,9 @@ Functions matmul(DType dtype) {
   return {{a, b}, {y}};
 }
 
-LoweredFunc lower_functions(const std::string& name, const Functions& f, bool gpu) {
-  return lower(name, f.inputs, f.outputs, gpu ? default_gpu_schedule(f.inputs, f.outputs) : Schedule());
+LoweredFunc lower_functions(const std::string& name, const Functions& f, bool gpu,
+                            const DefaultScheduleOptions& options = {}) {
+  return lower(name, f.inputs, f.outputs, gpu ? default_gpu_schedule(f.inputs, f.outputs, options) : Schedule());
 }
 
 fs::path fresh_dir(const std::string& name) {
@@ -231,10 +232,8 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   // flight stay in L2 (kiln_row_grid_size of the row's 96 floats).
   DefaultScheduleOptions uncached;
   uncached.row_cache_bytes = 0;
-  const Functions narrow = row_softmax();
-  const std::string reread = codegen::generate_module(
-      {lower("softmax", narrow.inputs, narrow.outputs, default_gpu_schedule(narrow.inputs, narrow.outputs, uncached))},
-      codegen::Target::Cuda);
+  const std::string reread =
+      codegen::generate_module({lower_functions("softmax", row_softmax(), true, uncached)}, codegen::Target::Cuda);
   EXPECT_EQ(reread.find("float x_row["), std::string::npos) << reread;
   EXPECT_NE(reread.find("<<<dim3(kiln_row_grid_size(rows, kiln::idiv<int64_t>(((rows * 96L) * 4L), rows))"), std::string::npos)
       << reread;
