@@ -233,7 +233,7 @@ std::ostream& CodePrinter::line() {
 }
 
 void CodePrinter::open_block(const std::string& head) {
-  line() << head << " {\n";
+  line() << head << (head.empty() ? "{\n" : " {\n");
   ++indent_;
 }
 

@@ -172,7 +172,9 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
     // Launched in stream order (all earlier work has finished): the next kernel, where it is
     // launched programmatically (the small-M contraction), may start now and prefetch its weights.
     line() << "kiln::gemm::detail::pdl_trigger();\n";
+    for (int d = 0; d < 3; ++d) kernel_threads_[d] = launch.shape.threads[d];
     stmt(stage);
+    for (int64_t& t : kernel_threads_) t = 0;
     close_block();
   }
 }
@@ -242,8 +244,18 @@ void CudaPrinter::print_for(const For* op) {
   const std::string v = var_name(op->var), n = expr(op->extent);
   const std::string index = std::string(block ? "blockIdx." : "threadIdx.") + kIndexName[d];
   const std::string step = std::string(block ? "gridDim." : "blockDim.") + kIndexName[d];
-  // Grid-stride (block) and block-stride (thread) loops: correct for any launch shape; with the
-  // launch printed above, a thread loop runs exactly once.
+  // A thread loop as wide as the launched block runs exactly once in every thread: a block that
+  // binds the index (`__launch_bounds__` is only a maximum, so the compiler could not drop the
+  // loop itself; run s27h, H200: default-schedule rows 5-9% faster).
+  const std::optional<int64_t> extent = as_const_int(op->extent);
+  if (thread && extent && *extent == kernel_threads_[d]) {
+    open_block("");
+    line() << "const int64_t " << v << " = " << index << ";\n";
+    stmt(op->body);
+    close_block();
+    return;
+  }
+  // Grid-stride (block) and narrower block-stride (thread) loops: correct for any launch shape.
   open_block("for (int64_t " + v + " = " + index + "; " + v + " < " + n + "; " + v + " += " + step + ")");
   stmt(op->body);
   close_block();

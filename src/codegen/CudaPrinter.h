@@ -55,6 +55,9 @@ class CudaPrinter : public CodePrinter {
   std::vector<std::string>* units_ = nullptr;
   std::map<std::string, std::string> launchers_;  // by kernel name: the launcher of its unit
   std::set<std::string> unit_launchers_;     // launchers whose unit is written (once per module)
+  // The launched block of the kernel being printed (x, y, z; 0 outside a kernel): a thread loop
+  // of that extent runs exactly once in every thread and is printed as a block.
+  int64_t kernel_threads_[3] = {0, 0, 0};
 };
 
 }  // namespace kiln::codegen

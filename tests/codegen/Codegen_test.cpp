@@ -212,6 +212,10 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   for (size_t at = cuda.find("&x["); at != std::string::npos; at = cuda.find("&x[", at + 1)) ++global_reads;
   EXPECT_EQ(global_reads, 1u) << cuda;
   EXPECT_NE(cuda.find("kiln::exp_via_exp2("), std::string::npos) << cuda;
+  // Thread loops as wide as the launched block run once in every thread: printed as blocks that
+  // bind the index, not as block-stride loops.
+  EXPECT_NE(cuda.find("const int64_t tx = threadIdx.x;"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("+= blockDim.x"), std::string::npos) << cuda;
   // The row's max and sum stay in each thread (lower/RowResultsInRegisters): no global temporary,
   // no store by thread 0 to read back, no workspace.
   EXPECT_NE(cuda.find("row_max_value[0L] = row_max_acc[0L];"), std::string::npos) << cuda;
