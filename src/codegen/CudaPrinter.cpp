@@ -250,7 +250,7 @@ void CudaPrinter::print_for(const For* op) {
   const std::optional<int64_t> extent = as_const_int(op->extent);
   if (thread && extent && *extent == kernel_threads_[d]) {
     open_block("");
-    line() << "const int64_t " << v << " = " << index << ";\n";
+    if (stmt_uses_var(op->body, op->var)) line() << "const int64_t " << v << " = " << index << ";\n";
     stmt(op->body);
     close_block();
     return;

@@ -26,4 +26,11 @@ bool expr_uses_var(const Expr& e, const Expr& var) {
   return var.defined() && variables_in(e).count(var.get()) > 0;
 }
 
+bool stmt_uses_var(const Stmt& s, const Expr& var) {
+  if (!s.defined() || !var.defined()) return false;
+  CollectVariables c;
+  c.visit(s);
+  return c.found.count(var.get()) > 0;
+}
+
 }  // namespace kiln::ir

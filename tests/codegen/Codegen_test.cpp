@@ -216,6 +216,14 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   // bind the index, not as block-stride loops.
   EXPECT_NE(cuda.find("const int64_t tx = threadIdx.x;"), std::string::npos) << cuda;
   EXPECT_EQ(cuda.find("+= blockDim.x"), std::string::npos) << cuda;
+  // An index the block does not read is not bound (nvcc would warn of an unused variable): in a
+  // row as wide as a whole number of the block's 16-byte passes the reductions read only their
+  // accumulators, with no bounds test on the thread index.
+  const std::string even =
+      codegen::generate_module({lower_functions("softmax", row_softmax(4096), true)}, codegen::Target::Cuda);
+  EXPECT_NE(even.find("const int64_t t = threadIdx.x;"), std::string::npos) << even;
+  EXPECT_EQ(even.find("const int64_t tx = threadIdx.x;"), std::string::npos) << even;
+  EXPECT_EQ(even.find("+= blockDim.x"), std::string::npos) << even;
   // The row's max and sum stay in each thread (lower/RowResultsInRegisters): no global temporary,
   // no store by thread 0 to read back, no workspace.
   EXPECT_NE(cuda.find("row_max_value[0L] = row_max_acc[0L];"), std::string::npos) << cuda;
