@@ -107,6 +107,69 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
   }
 }
 
+// The restructured row (no prefetch, no hoist) with the mean and the sum of squared deviations in
+// ONE block reduction: every thread reduces its own elements exactly (mean, then squared
+// deviations from it), and the (mean, M2) pairs of equal counts merge by Chan's formula
+// (M2 = M2a + M2b + (mb - ma)^2 * n / 2, n the elements on each side) in a shuffle tree, then
+// over the warps through shared memory. One barrier round trip per row instead of two; results
+// differ from the generated row's in rounding only (checked against it with a tolerance).
+__global__ void __launch_bounds__(THREADS) layernorm_gelu_chan(const __half* __restrict__ x, const __half* __restrict__ gamma,
+                                                               const __half* __restrict__ beta, __half* __restrict__ y) {
+  constexpr int kLoads = COLS / (THREADS * 8), kOwn = kLoads * 8, kWarps = THREADS / 32;
+  const int t = threadIdx.x;
+  __shared__ float2 partial[kWarps];
+  for (int64_t row = blockIdx.x; row < ROWS; row += gridDim.x) {
+    __half x_row[kOwn];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) kiln::copy_vector<8>(&x_row[k * 8], &x[row * COLS + (k * THREADS + t) * 8]);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kOwn; ++i) sum += __half2float(x_row[i]);
+    float mean = sum * (1.0f / kOwn), m2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kOwn; ++i) {
+      const float d = __half2float(x_row[i]) - mean;
+      m2 += d * d;
+    }
+    float n = kOwn;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1, n *= 2.0f) {
+      const float mb = __shfl_xor_sync(0xffffffffu, mean, offset), m2b = __shfl_xor_sync(0xffffffffu, m2, offset);
+      const float delta = mb - mean;
+      m2 = (m2 + m2b) + delta * delta * (n * 0.5f);
+      mean = (mean + mb) * 0.5f;
+    }
+    if constexpr (kWarps > 1) {
+      if ((t & 31) == 0) partial[t >> 5] = make_float2(mean, m2);
+      __syncthreads();
+      mean = partial[0].x, m2 = partial[0].y;
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w, n += float(32 * kOwn)) {
+        const float2 b = partial[w];
+        const float delta = b.x - mean, nb = float(32 * kOwn);
+        mean = mean + delta * (nb / (n + nb));
+        m2 = (m2 + b.y) + delta * delta * (n * nb / (n + nb));
+      }
+      __syncthreads();  // partial[] is written again by the next row
+    }
+    const float rstd = 1.0f / sqrtf(m2 * (1.0f / COLS) + 9.99999975e-06f);
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      __half gamma_v[8], beta_v[8], y_v[8];
+      kiln::copy_vector<8>(&gamma_v[0], &gamma[(k * THREADS + t) * 8]);
+      kiln::copy_vector<8>(&beta_v[0], &beta[(k * THREADS + t) * 8]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float erf_u0 = (__half2float(x_row[k * 8 + i]) - mean) * rstd * __half2float(gamma_v[i]) + __half2float(beta_v[i]);
+        const float erf_t0 = ((fabsf(erf_u0) > 5.54312479f) ? 5.54312479f : fabsf(erf_u0));
+        const float erf_c0 = kiln::exp2_unit(((((((((((((((((-2.64186885e-06f) * erf_t0) + 3.70755785e-05f) * erf_t0) + (-0.000175334404f)) * erf_t0) + (-0.000163053596f)) * erf_t0) + 0.00709964623f) * erf_t0) + (-0.0525352397f)) * erf_t0) + (-0.459299354f)) * erf_t0) + (-1.151229f)) * erf_t0));
+        y_v[i] = __float2half(erf_u0 * ((erf_u0 < 0.0f) ? erf_c0 : (2.0f - erf_c0)) * 0.5f);
+      }
+      kiln::copy_vector<8>(&y[row * COLS + (k * THREADS + t) * 8], &y_v[0]);
+    }
+  }
+}
+
 }  // namespace probe
 #endif
 
@@ -118,6 +181,7 @@ struct Variant {
   std::string name;
   const void* kernel;
   unsigned grid;
+  bool exact = true;  // bit for bit the generated row's results; else within a tolerance of them
 };
 
 struct Buffers {
@@ -233,6 +297,16 @@ int main() {
   add_grids("hoist", reinterpret_cast<const void*>(&probe::layernorm_gelu<false, true>));
   add_grids("prefetch+hoist", reinterpret_cast<const void*>(&probe::layernorm_gelu<true, true>));
   add_grids("restructured", reinterpret_cast<const void*>(&probe::layernorm_gelu<false, false>));
+  for (const char* grid : {"kiln_row_grid_size", "a block per row"}) {
+    const size_t at = variants.size();
+    add_grids("one reduction (Chan)", reinterpret_cast<const void*>(&probe::layernorm_gelu_chan));
+    for (size_t i = at; i < variants.size(); ++i) variants[i].exact = false;
+    std::vector<Variant> keep;
+    for (size_t i = at; i < variants.size(); ++i)
+      if (variants[i].name.find(grid) != std::string::npos) keep.push_back(variants[i]);
+    variants.resize(at);
+    variants.insert(variants.end(), keep.begin(), keep.end());
+  }
 #endif
 
   // Check: the generated launch against float64 on sampled rows, then every variant bit for bit
@@ -252,6 +326,15 @@ int main() {
   std::printf("device: %s (%d SMs); %s %dx%d fp16, %d threads; generated launch vs float64 on 4 rows: max rel err %.2e (%s)\n",
               prop.name, sms, GENERATED, ROWS, COLS, THREADS, worst, worst < 2e-2 ? "ok" : "FAILED");
   if (!(worst < 2e-2)) return 1;
+  // PROBE_PROFILE=i: launch variant i once more and stop (for ncu --launch-skip 1 --launch-count 1).
+  if (const char* profile = std::getenv("PROBE_PROFILE")) {
+    const size_t i = std::strtoul(profile, nullptr, 10);
+    if (i >= variants.size()) return 1;
+    std::printf("profiled: %s, grid %u\n", variants[i].name.c_str(), variants[i].grid);
+    launch(variants[i], b, 1);
+    CHECK(cudaDeviceSynchronize());
+    return 0;
+  }
 
   // The copy of the same bytes (read the input once, write the output once) and the 1 GiB copy.
   auto time_copy = [&](size_t n, __half* dst, __half* src) {
@@ -286,14 +369,23 @@ int main() {
     launch(v, b, 0);
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaMemcpy(got.data(), b.y, bytes, cudaMemcpyDeviceToHost));
-    int64_t differ = 0;
+    int64_t differ = 0, outside = 0;
     double largest = 0;
     for (int64_t i = 0; i < kElems; ++i) {
       const float a = __half2float(got[i]), e = __half2float(expected[i]);
       if (std::memcmp(&got[i], &expected[i], sizeof(__half)) != 0) {
         ++differ;
-        largest = std::max(largest, std::isnan(a) ? INFINITY : double(std::abs(a - e)));
+        const double d = std::isnan(a) ? INFINITY : double(std::abs(a - e));
+        largest = std::max(largest, d);
+        if (!(d <= 2e-3 + 4e-3 * std::abs(e))) ++outside;  // a couple of float16 ulps
       }
+    }
+    if (!v.exact && !outside) {
+      const std::vector<float> t = time_us(v, b, 21, 10);
+      const double gbs = 2.0 * bytes / (t[0] * 1e3);
+      std::printf("| %s | %u | %lld differ, largest %.3g (within tolerance) | %.1f (%.1f / %.1f) | %.0f | %.0f%% |\n", v.name.c_str(),
+                  v.grid, (long long)differ, largest, t[0], t[1], t[2], gbs, 100.0 * gbs / copy_gbs);
+      continue;
     }
     if (differ) {
       std::printf("| %s | %u | %lld elements differ (largest %.3g) | not timed | | |\n", v.name.c_str(), v.grid,

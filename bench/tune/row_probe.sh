@@ -6,7 +6,10 @@
 #     below, and one probe binary per kernel into .carry/probe/ (ignored by git; carry it).
 #   run (GPU machine): OUT=$OUT bench/tune/row_probe.sh run   -> $OUT/row_probe.md
 # Records: s16c's best knobs (ab_records_s16c.jsonl), and for softmax 1024x32000 another row
-# width (512 threads, 128 cached bytes) written here with the same kernel key.
+# width (512 threads, 128 cached bytes) written here with the same kernel key; the ln_tuned
+# variants take s27f's records (64 threads). Transform i32: the generated kernel's index
+# arithmetic in 32 bits (int64_t -> int and no L suffixes inside the __global__ function), a
+# probe of what 32-bit indexing in generated code would give. VARIANTS="a b" builds only those.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 probe="$root/.carry/probe"
@@ -16,18 +19,26 @@ build)
   rm -rf "$probe" && mkdir -p "$probe/models" "$probe/bin"
   python3 "$root/bench/tune/make_models.py" "$probe/models" --shapes 8192x4096 --ops layernorm_gelu,softmax > /dev/null
   python3 "$root/bench/tune/make_models.py" "$probe/models" --shapes 1024x32000 --ops softmax > /dev/null
-  # name | model | records transform (knobs of the 1024x32000 softmax) | kernel | op | rows | cols | threads
-  variants=(
-    "ln_8192x4096|layernorm_gelu_8192x4096_float16|-|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|128"
-    "softmax_8192x4096|softmax_8192x4096_float16|-|softmax_k0_y|SOFTMAX|8192|4096|128"
-    "softmax_1024x32000|softmax_1024x32000_float16|-|softmax_k0_y|SOFTMAX|1024|32000|256"
-    "softmax_1024x32000_t512|softmax_1024x32000_float16|512,128|softmax_k0_y|SOFTMAX|1024|32000|512"
+  # name | model | records transform (knobs of the 1024x32000 softmax, or s27f) | kernel | op | rows | cols | threads | source transform
+  all_variants=(
+    "ln_8192x4096|layernorm_gelu_8192x4096_float16|-|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|128|-"
+    "softmax_8192x4096|softmax_8192x4096_float16|-|softmax_k0_y|SOFTMAX|8192|4096|128|-"
+    "softmax_1024x32000|softmax_1024x32000_float16|-|softmax_k0_y|SOFTMAX|1024|32000|256|-"
+    "softmax_1024x32000_t512|softmax_1024x32000_float16|512,128|softmax_k0_y|SOFTMAX|1024|32000|512|-"
+    "ln_tuned|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|-"
+    "ln_tuned_i32|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|i32"
   )
+  variants=()
+  for v in "${all_variants[@]}"; do
+    [ -z "${VARIANTS:-}" ] || [[ " $VARIANTS " == *" ${v%%|*} "* ]] && variants+=("$v")
+  done
   pids=()
   for v in "${variants[@]}"; do
-    IFS='|' read -r name model knobs kernel op rows cols threads <<< "$v"
+    IFS='|' read -r name model knobs kernel op rows cols threads transform <<< "$v"
     records="$root/bench/tune/ab_records_s16c.jsonl"
-    if [ "$knobs" != - ]; then
+    if [ "$knobs" = s27f ]; then
+      records="$root/bench/results/tune_records_H200_2026-11-29_s27f_3148e60.jsonl"
+    elif [ "$knobs" != - ]; then
       records="$probe/records_$name.jsonl"
       python3 - "$root/bench/tune/ab_records_s16c.jsonl" "$records" "$knobs" <<'PY'
 import json, sys
@@ -44,6 +55,11 @@ PY
     "$kiln" compile "$probe/models/$model.onnx" -o "$probe/src_$name" --no-build --records "$records" > "$probe/src_$name.log"
     grep -q "__launch_bounds__($threads)" "$probe/src_$name/"*.cu || { echo "$name: the generated kernel is not $threads threads wide" >&2; exit 1; }
     src="$(ls "$probe/src_$name"/*.cu | grep -v kiln_module.cu)"
+    if [ "$transform" = i32 ]; then
+      perl -pe 'if (/^__global__/ .. /^}/) { s/int64_t/int/g; s/(\d)L\b/$1/g }' \
+        "$src" > "$src.i32" && mv "$src.i32" "$src"
+      grep -q "for (int i0_i1_f" "$src" || { echo "$name: the i32 transform did not apply" >&2; exit 1; }
+    fi
     nvcc -O3 -std=c++20 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A \
       -I "$probe/src_$name/include" -DGENERATED="\"$src\"" -DKERNEL="$kernel" -DOP_$op -DROWS="$rows" -DCOLS="$cols" \
       -DTHREADS="$threads" -o "$probe/bin/$name" "$root/bench/tune/row_probe.cu" "$probe/src_$name/kiln_module.cu" &
@@ -63,6 +79,14 @@ run)
     for b in "$probe"/bin/*; do
       echo; echo "## $(basename "$b")"; echo
       "$b" || echo "(exit $?)"
+    done
+    # NCU="name ...": ncu of those binaries' generated kernel at a block per row (variant 3).
+    for name in ${NCU:-}; do
+      echo; echo "## ncu: $name, generated kernel, a block per row"; echo; echo '```'
+      PROBE_PROFILE=3 ncu --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section SchedulerStats --section WarpStateStats --section InstructionStats \
+        --section MemoryWorkloadAnalysis "$probe/bin/$name" 2>&1 | grep -v "^==PROF==" || echo "(ncu exit $?)"
+      echo '```'
     done
   } 2>&1 | tee "$OUT/row_probe.md"
   ;;
