@@ -9,7 +9,9 @@
 # width (512 threads, 128 cached bytes) written here with the same kernel key; the ln_tuned
 # variants take s27f's records (64 threads). Transform i32: the generated kernel's index
 # arithmetic in 32 bits (int64_t -> int and no L suffixes inside the __global__ function), a
-# probe of what 32-bit indexing in generated code would give. VARIANTS="a b" builds only those.
+# probe of what 32-bit indexing in generated code would give. Transform fastreduce: the prologue's
+# block_allreduce without its leading barrier and with up to 8 warps' partials summed in order by
+# every thread (a probe of a cheaper reduction). VARIANTS="a b" builds only those.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 probe="$root/.carry/probe"
@@ -27,6 +29,7 @@ build)
     "softmax_1024x32000_t512|softmax_1024x32000_float16|512,128|softmax_k0_y|SOFTMAX|1024|32000|512|-"
     "ln_tuned|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|-"
     "ln_tuned_i32|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|i32"
+    "ln_tuned_fastreduce|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|fastreduce"
   )
   variants=()
   for v in "${all_variants[@]}"; do
@@ -59,6 +62,29 @@ PY
       perl -pe 'if (/^__global__/ .. /^}/) { s/int64_t/int/g; s/(\d)L\b/$1/g }' \
         "$src" > "$src.i32" && mv "$src.i32" "$src"
       grep -q "for (int i0_i1_f" "$src" || { echo "$name: the i32 transform did not apply" >&2; exit 1; }
+    fi
+    if [ "$transform" = fastreduce ]; then
+      python3 - "$probe/src_$name/include/kiln/codegen/runtime/kiln_cuda.cuh" <<'PY'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = """  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : identity;
+  return warp_allreduce<Kind>(v);"""
+new = """  if (lane == 0) partial[warp] = v;  // probe: no leading barrier (the generated row has one before each reduction)
+  __syncthreads();
+  if (warps <= 8) {  // probe: a few partials summed in order by every thread, not a 32-lane butterfly
+    v = partial[0];
+    for (int w = 1; w < warps; ++w) v = combine<Kind>(v, partial[w]);
+    return v;
+  }
+  v = lane < warps ? partial[lane] : identity;
+  return warp_allreduce<Kind>(v);"""
+assert old in text, "block_allreduce changed: update the fastreduce transform"
+open(path, "w").write(text.replace(old, new))
+PY
     fi
     nvcc -O3 -std=c++20 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A \
       -I "$probe/src_$name/include" -DGENERATED="\"$src\"" -DKERNEL="$kernel" -DOP_$op -DROWS="$rows" -DCOLS="$cols" \
