@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
     }
   }
   __half next[kLoads * 8];
+  int phase = 0;  // block_allreduce's slot set (kiln_cuda.cuh)
   int64_t row = blockIdx.x;
   if (Prefetch && row < ROWS) {
 #pragma unroll
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kLoads * 8; ++i) sum = sum + kiln::cast<float, __half>(x_row[i]);
-    sum = kiln::block_allreduce<0>(sum, 0.0f);
+    sum = kiln::block_allreduce<0>(sum, 0.0f, phase);
     __syncthreads();
     float sq = 0.0f;
 #pragma unroll
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
       const float d = kiln::cast<float, __half>(x_row[i]) - (sum / float(COLS));
       sq = sq + d * d;
     }
-    sq = kiln::block_allreduce<0>(sq, 0.0f);
+    sq = kiln::block_allreduce<0>(sq, 0.0f, phase);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kLoads; ++k) {

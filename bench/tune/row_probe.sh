@@ -11,7 +11,9 @@
 # arithmetic in 32 bits (int64_t -> int and no L suffixes inside the __global__ function), a
 # probe of what 32-bit indexing in generated code would give. Transform fastreduce: the prologue's
 # block_allreduce without its leading barrier and with up to 8 warps' partials summed in order by
-# every thread (a probe of a cheaper reduction). VARIANTS="a b" builds only those.
+# every thread (a probe of a cheaper reduction); oldreduce: the block_allreduce before 61bd4be
+# (a barrier before and after the partials, a 32-lane second round) in today's prologue, for an
+# A/B in one run. The *_s28c variants take s28c's records. VARIANTS="a b" builds only those.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 probe="$root/.carry/probe"
@@ -30,6 +32,12 @@ build)
     "ln_tuned|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|-"
     "ln_tuned_i32|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|i32"
     "ln_tuned_fastreduce|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|fastreduce"
+    "ln_s28c|layernorm_gelu_8192x4096_float16|s28c|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|-"
+    "ln_s28c_oldreduce|layernorm_gelu_8192x4096_float16|s28c|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|oldreduce"
+    "softmax_8192x4096_s28c|softmax_8192x4096_float16|s28c|softmax_k0_y|SOFTMAX|8192|4096|64|-"
+    "softmax_8192x4096_s28c_oldreduce|softmax_8192x4096_float16|s28c|softmax_k0_y|SOFTMAX|8192|4096|64|oldreduce"
+    "softmax_1024x32000_s28c|softmax_1024x32000_float16|s28c|softmax_k0_y|SOFTMAX|1024|32000|512|-"
+    "softmax_1024x32000_s28c_oldreduce|softmax_1024x32000_float16|s28c|softmax_k0_y|SOFTMAX|1024|32000|512|oldreduce"
   )
   variants=()
   for v in "${all_variants[@]}"; do
@@ -41,6 +49,8 @@ build)
     records="$root/bench/tune/ab_records_s16c.jsonl"
     if [ "$knobs" = s27f ]; then
       records="$root/bench/results/tune_records_H200_2026-11-29_s27f_3148e60.jsonl"
+    elif [ "$knobs" = s28c ]; then
+      records="$root/bench/results/tune_records_H200_2026-11-29_s28c_61bd4be.jsonl"
     elif [ "$knobs" != - ]; then
       records="$probe/records_$name.jsonl"
       python3 - "$root/bench/tune/ab_records_s16c.jsonl" "$records" "$knobs" <<'PY'
@@ -83,6 +93,32 @@ new = """  if (lane == 0) partial[warp] = v;  // probe: no leading barrier (the 
   v = lane < warps ? partial[lane] : identity;
   return warp_allreduce<Kind>(v);"""
 assert old in text, "block_allreduce changed: update the fastreduce transform"
+open(path, "w").write(text.replace(old, new))
+PY
+    fi
+    if [ "$transform" = oldreduce ]; then
+      python3 - "$probe/src_$name/include/kiln/codegen/runtime/kiln_cuda.cuh" <<'PY'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = """  T* slots = partial[phase];
+  phase ^= 1;
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  if (warps <= 8) {
+    v = slots[0];
+    for (int w = 1; w < warps; ++w) v = combine<Kind>(v, slots[w]);
+    return v;
+  }
+  v = lane < warps ? slots[lane] : identity;
+  return warp_allreduce<Kind>(v);"""
+new = """  (void)phase;  // probe: the block reduction before 61bd4be
+  __syncthreads();
+  if (lane == 0) partial[0][warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[0][lane] : identity;
+  return warp_allreduce<Kind>(v);"""
+assert old in text, "block_allreduce changed: update the oldreduce transform"
 open(path, "w").write(text.replace(old, new))
 PY
     fi
