@@ -12,10 +12,11 @@ over at least 132 tiles: 128x256 cooperative; M = 416 with K = 8192: the 128 x 2
 with K split over a cluster), dual gate/up products (small M, tiles, Hopper),
 Gemm with transB, alpha, beta and C, batched attention products, an attention block, implicit-GEMM
 convolutions (stride, dilation, asymmetric pads, 1-D, BN+ReLU) and the plain conv path (groups),
-and kiln.QuantLinear (NVFP4, INT4) through kernels/quant at M = 1, 5, 17, 200 (N = 192 and 256;
-K = 1024: split K in clusters).
+kiln.QuantLinear (NVFP4, INT4) through kernels/quant at M = 1, 5, 17, 200 (N = 192 and 256;
+K = 1024: split K in clusters), and row kernels whose block reductions span warps (softmax,
+LayerNorm, ReduceSum; `--only rows` writes just those).
 
-Usage: bench/contraction/sanitizer_cases.py OUT_DIR [--kiln PATH] [--small]
+Usage: bench/contraction/sanitizer_cases.py OUT_DIR [--kiln PATH] [--small] [--only rows]
   --kiln: also write the QuantLinear cases (needs `kiln quantize`)
   --small: leave out the cases with large operands (the Hopper cooperative tile)
 """
@@ -151,6 +152,33 @@ def attention_cases(root, rng, t):
                    [("scale", t, round_to(np.array(d ** -0.5), t)), ("shape", None, np.array([2, -1, 3 * d], np.int64))])
 
 
+def layer_norm(x, g, b, eps=1e-5):
+    m = x.mean(axis=-1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * g + b
+
+
+def row_cases(root, rng, t):
+    """Row kernels whose block reductions span warps (kiln::block_allreduce's shared slots, which
+    the conformance suites' small rows never reach): softmax over 4096 (8 warps: the in-order sum
+    of the partials) and 32000 (32 warps: the second butterfly), LayerNorm over 4096 (two
+    reductions a row), and 8200 rows of 512 (LayerNorm, ReduceSum): more rows than the grid's
+    8192 blocks, so some blocks reduce two rows and reuse their slots."""
+    for rows, cols in ((6, 4096), (3, 32000)):
+        x = rand(rng, (rows, cols), t, 4.0)
+        write_case(root, f"rows_softmax_{NAMES[t]}_{rows}x{cols}", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
+                   [("x", t, x)], [("y", t, round_to(softmax(x), t))])
+    for rows, cols in ((6, 4096), (8200, 512)):
+        x = round_to(rand(rng, (rows, cols), t, 2.0) + rng.integers(-3, 4, size=(rows, 1)), t)
+        g, b = rand(rng, (cols,), t, 1.5), rand(rng, (cols,), t, 0.5)
+        write_case(root, f"rows_layernorm_{NAMES[t]}_{rows}x{cols}",
+                   [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
+                   [("x", t, x), ("g", t, g), ("b", t, b)], [("y", t, round_to(layer_norm(x, g, b), t))])
+    x = rand(rng, (8200, 512), t, 0.5)
+    write_case(root, f"rows_reducesum_{NAMES[t]}_8200x512", [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
+               [("x", t, x)], [("y", t, round_to(x.sum(axis=-1, keepdims=True), t))], [("axes", None, np.array([-1], np.int64))])
+
+
 def conv_reference(x, w, b, strides, pads, dil, group):
     nd = len(strides)
     x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)])
@@ -272,16 +300,21 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--kiln", help="kiln binary: also write the kiln.QuantLinear cases")
     ap.add_argument("--small", action="store_true", help="leave out the large Hopper cooperative-tile case")
+    ap.add_argument("--only", choices=["rows"], help="write only this set (rows: the multi-warp row reductions)")
     args = ap.parse_args()
     root = pathlib.Path(args.out)
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(20261123)
     for t in (F16, BF16):
+        if args.only == "rows":
+            row_cases(root, rng, t)
+            continue
         matmul_cases(root, rng, t, args.small)
         gemm_cases(root, rng, t)
         mlp_cases(root, rng, t)
         attention_cases(root, rng, t)
         conv_cases(root, rng, t)
+        row_cases(root, rng, t)
         if args.kiln:
             quant_cases(root, rng, args.kiln, t)
     print(f"wrote {sum(1 for _ in root.glob('*/model.onnx'))} cases to {root}")
