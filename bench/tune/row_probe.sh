@@ -13,7 +13,7 @@
 # block_allreduce without its leading barrier and with up to 8 warps' partials summed in order by
 # every thread (a probe of a cheaper reduction); oldreduce: the block_allreduce before 61bd4be
 # (a barrier before and after the partials, a 32-lane second round) in today's prologue, for an
-# A/B in one run. The *_s28c variants take s28c's records. VARIANTS="a b" builds only those.
+# A/B in one run. The *_s28c variants take s28c's records, the *_default ones kiln's default schedule. VARIANTS="a b" builds only those.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 probe="$root/.carry/probe"
@@ -34,6 +34,10 @@ build)
     "ln_tuned_fastreduce|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|fastreduce"
     "ln_s28c|layernorm_gelu_8192x4096_float16|s28c|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|-"
     "ln_s28c_oldreduce|layernorm_gelu_8192x4096_float16|s28c|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|oldreduce"
+    "ln_default|layernorm_gelu_8192x4096_float16|default|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|256|-"
+    "ln_default_oldreduce|layernorm_gelu_8192x4096_float16|default|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|256|oldreduce"
+    "softmax_8192x4096_default|softmax_8192x4096_float16|default|softmax_k0_y|SOFTMAX|8192|4096|256|-"
+    "softmax_8192x4096_default_oldreduce|softmax_8192x4096_float16|default|softmax_k0_y|SOFTMAX|8192|4096|256|oldreduce"
     "softmax_8192x4096_s28c|softmax_8192x4096_float16|s28c|softmax_k0_y|SOFTMAX|8192|4096|64|-"
     "softmax_8192x4096_s28c_oldreduce|softmax_8192x4096_float16|s28c|softmax_k0_y|SOFTMAX|8192|4096|64|oldreduce"
     "softmax_1024x32000_s28c|softmax_1024x32000_float16|s28c|softmax_k0_y|SOFTMAX|1024|32000|512|-"
@@ -49,6 +53,8 @@ build)
     records="$root/bench/tune/ab_records_s16c.jsonl"
     if [ "$knobs" = s27f ]; then
       records="$root/bench/results/tune_records_H200_2026-11-29_s27f_3148e60.jsonl"
+    elif [ "$knobs" = default ]; then
+      records="$probe/records_empty.jsonl" && : > "$records"  # no record: kiln's default schedule
     elif [ "$knobs" = s28c ]; then
       records="$root/bench/results/tune_records_H200_2026-11-29_s28c_61bd4be.jsonl"
     elif [ "$knobs" != - ]; then
