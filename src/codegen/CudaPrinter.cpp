@@ -47,20 +47,6 @@ class FindLaunchShape : public IRVisitor {
   }
 };
 
-// Whether a kernel reduces across its block (kiln::block_allreduce, which takes the kernel's
-// alternating slot phase).
-class FindBlockAllReduce : public IRVisitor {
- public:
-  bool found = false;
-  using IRVisitor::visit;
-
- protected:
-  void visit(const Call* op) override {
-    found = found || op->op == Intrinsic::BlockAllReduce;
-    IRVisitor::visit(op);
-  }
-};
-
 const char* const kIndexName[3] = {"x", "y", "z"};
 
 // A kernel that works on whole rows: a block-bound loop around barriers or block all-reduces.
@@ -187,9 +173,6 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
     // launched programmatically (the small-M contraction), may start now and prefetch its weights.
     line() << "kiln::gemm::detail::pdl_trigger();\n";
     for (int d = 0; d < 3; ++d) kernel_threads_[d] = launch.shape.threads[d];
-    FindBlockAllReduce reduces;
-    reduces.visit(stage);
-    if (reduces.found) line() << "int kiln_reduce_phase = 0;  // block_allreduce's slot set, alternated by every call\n";
     stmt(stage);
     for (int64_t& t : kernel_threads_) t = 0;
     close_block();
@@ -293,8 +276,7 @@ void CudaPrinter::print_allocate(const Allocate* op) {
 std::string CudaPrinter::print_block_allreduce(const Call* op) {
   auto kind = as_const_int(op->args[2]);
   KILN_ASSERT(kind, "block_allreduce kind");
-  return "kiln::block_allreduce<" + std::to_string(*kind) + ">(" + expr(op->args[0]) + ", " + expr(op->args[1]) +
-         ", kiln_reduce_phase)";
+  return "kiln::block_allreduce<" + std::to_string(*kind) + ">(" + expr(op->args[0]) + ", " + expr(op->args[1]) + ")";
 }
 
 void CudaPrinter::print_sync_threads() { line() << "__syncthreads();\n"; }

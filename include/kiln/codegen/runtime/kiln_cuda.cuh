@@ -79,37 +79,17 @@ __device__ inline T warp_allreduce(T v) {
 
 // Every thread of the block gets the reduction of `v` over the block's threads. The block must
 // be a multiple of 32 threads (at most 1024) and every thread must call it (block-uniform
-// control flow): warp shuffles, then one value per warp through shared memory, which every
-// thread combines in the same fixed order (up to 8 warps: all partials loaded, then a tree) or
-// by a second round of shuffles.
-// `phase` (one per thread, 0 at the kernel's start, passed to every call) alternates the calls
-// between two sets of slots: a warp writes a set again only two calls later, after the barrier
-// of the call between, which every warp reaches only once it has read the set. So one barrier a
-// call (run s28d, H200: the tuned LayerNorm+GELU row 41.5 -> 39.3 us against a barrier before
-// the writes as well and a 32-lane second round).
+// control flow): warp shuffles, then one value per warp through shared memory.
 template <int Kind, typename T>
-__device__ inline T block_allreduce(T v, T identity, int& phase) {
+__device__ inline T block_allreduce(T v, T identity) {
   v = warp_allreduce<Kind>(v);
   if (blockDim.x <= 32) return v;
-  __shared__ T partial[2][32];
+  __shared__ T partial[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  T* slots = partial[phase];
-  phase ^= 1;
-  if (lane == 0) slots[warp] = v;
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
   __syncthreads();
-  if (warps == 2) return combine<Kind>(slots[0], slots[1]);
-  if (warps <= 8) {  // all loads first, then a tree (61bd4be's loop over `warps`: 8-warp rows 10% slower, s28h)
-    T p[8];
-#pragma unroll
-    for (int w = 0; w < 8; ++w) p[w] = w < warps ? slots[w] : identity;
-#pragma unroll
-    for (int half = 4; half > 0; half >>= 1) {
-#pragma unroll
-      for (int w = 0; w < half; ++w) p[w] = combine<Kind>(p[w], p[w + half]);
-    }
-    return p[0];
-  }
-  v = lane < warps ? slots[lane] : identity;
+  v = lane < warps ? partial[lane] : identity;
   return warp_allreduce<Kind>(v);
 }
 
