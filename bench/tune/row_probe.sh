@@ -11,9 +11,11 @@
 # arithmetic in 32 bits (int64_t -> int and no L suffixes inside the __global__ function), a
 # probe of what 32-bit indexing in generated code would give. Transform fastreduce: the prologue's
 # block_allreduce without its leading barrier and with up to 8 warps' partials summed in order by
-# every thread (a probe of a cheaper reduction); oldreduce: the block_allreduce before 61bd4be
-# (a barrier before and after the partials, a 32-lane second round) in today's prologue, for an
-# A/B in one run. The *_s28c variants take s28c's records, the *_default ones kiln's default schedule. VARIANTS="a b" builds only those.
+# every thread (a probe of a cheaper reduction; it applies to the block_allreduce kiln has again
+# since eeb6dbb); oldreduce: for kiln 61bd4be..6fcc2d0 only, whose one-barrier block_allreduce it
+# puts back to main's (a barrier before and after the partials, a 32-lane second round), for an
+# A/B in one run (runs s28d, s28h, s28i). The *_s28c variants take s28c's records, the *_default
+# ones kiln's default schedule. VARIANTS="a b" builds only those.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 probe="$root/.carry/probe"
