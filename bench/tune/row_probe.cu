@@ -51,7 +51,6 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
     }
   }
   __half next[kLoads * 8];
-  int phase = 0;  // block_allreduce's slot set (kiln_cuda.cuh)
   int64_t row = blockIdx.x;
   if (Prefetch && row < ROWS) {
 #pragma unroll
@@ -74,7 +73,7 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kLoads * 8; ++i) sum = sum + kiln::cast<float, __half>(x_row[i]);
-    sum = kiln::block_allreduce<0>(sum, 0.0f, phase);
+    sum = kiln::block_allreduce<0>(sum, 0.0f);
     __syncthreads();
     float sq = 0.0f;
 #pragma unroll
@@ -82,7 +81,7 @@ __global__ void __launch_bounds__(THREADS) layernorm_gelu(const __half* __restri
       const float d = kiln::cast<float, __half>(x_row[i]) - (sum / float(COLS));
       sq = sq + d * d;
     }
-    sq = kiln::block_allreduce<0>(sq, 0.0f, phase);
+    sq = kiln::block_allreduce<0>(sq, 0.0f);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kLoads; ++k) {
@@ -298,16 +297,10 @@ int main() {
   add_grids("hoist", reinterpret_cast<const void*>(&probe::layernorm_gelu<false, true>));
   add_grids("prefetch+hoist", reinterpret_cast<const void*>(&probe::layernorm_gelu<true, true>));
   add_grids("restructured", reinterpret_cast<const void*>(&probe::layernorm_gelu<false, false>));
-  for (const char* grid : {"kiln_row_grid_size", "a block per row"}) {
-    const size_t at = variants.size();
-    add_grids("one reduction (Chan)", reinterpret_cast<const void*>(&probe::layernorm_gelu_chan));
-    for (size_t i = at; i < variants.size(); ++i) variants[i].exact = false;
-    std::vector<Variant> keep;
-    for (size_t i = at; i < variants.size(); ++i)
-      if (variants[i].name.find(grid) != std::string::npos) keep.push_back(variants[i]);
-    variants.resize(at);
-    variants.insert(variants.end(), keep.begin(), keep.end());
-  }
+  // The one-reduction row is not bit-identical to the generated one: checked within a tolerance.
+  const void* chan = reinterpret_cast<const void*>(&probe::layernorm_gelu_chan);
+  variants.push_back({"one reduction (Chan), kiln_row_grid_size", chan, kiln_row_grid_size(ROWS, row_bytes), false});
+  variants.push_back({"one reduction (Chan), a block per row", chan, unsigned(ROWS), false});
 #endif
 
   // Check: the generated launch against float64 on sampled rows, then every variant bit for bit

@@ -11,11 +11,10 @@
 # arithmetic in 32 bits (int64_t -> int and no L suffixes inside the __global__ function), a
 # probe of what 32-bit indexing in generated code would give. Transform fastreduce: the prologue's
 # block_allreduce without its leading barrier and with up to 8 warps' partials summed in order by
-# every thread (a probe of a cheaper reduction; it applies to the block_allreduce kiln has again
-# since eeb6dbb); oldreduce: for kiln 61bd4be..6fcc2d0 only, whose one-barrier block_allreduce it
-# puts back to main's (a barrier before and after the partials, a 32-lane second round), for an
-# A/B in one run (runs s28d, s28h, s28i). The *_s28c variants take s28c's records, the *_default
-# ones kiln's default schedule. VARIANTS="a b" builds only those.
+# every thread (a probe of a cheaper reduction). The oldreduce copies of runs s28d, s28h and s28i
+# (the one-barrier reduction of kiln 61bd4be..6fcc2d0 put back to main's) are in this script at
+# 69d0d8b. The *_s28c variants take s28c's records, the *_default ones kiln's default schedule.
+# VARIANTS="a b" builds only those.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 probe="$root/.carry/probe"
@@ -35,15 +34,10 @@ build)
     "ln_tuned_i32|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|i32"
     "ln_tuned_fastreduce|layernorm_gelu_8192x4096_float16|s27f|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|fastreduce"
     "ln_s28c|layernorm_gelu_8192x4096_float16|s28c|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|-"
-    "ln_s28c_oldreduce|layernorm_gelu_8192x4096_float16|s28c|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|64|oldreduce"
     "ln_default|layernorm_gelu_8192x4096_float16|default|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|256|-"
-    "ln_default_oldreduce|layernorm_gelu_8192x4096_float16|default|layernorm_gelu_k0_y|LAYERNORM_GELU|8192|4096|256|oldreduce"
     "softmax_8192x4096_default|softmax_8192x4096_float16|default|softmax_k0_y|SOFTMAX|8192|4096|256|-"
-    "softmax_8192x4096_default_oldreduce|softmax_8192x4096_float16|default|softmax_k0_y|SOFTMAX|8192|4096|256|oldreduce"
     "softmax_8192x4096_s28c|softmax_8192x4096_float16|s28c|softmax_k0_y|SOFTMAX|8192|4096|64|-"
-    "softmax_8192x4096_s28c_oldreduce|softmax_8192x4096_float16|s28c|softmax_k0_y|SOFTMAX|8192|4096|64|oldreduce"
     "softmax_1024x32000_s28c|softmax_1024x32000_float16|s28c|softmax_k0_y|SOFTMAX|1024|32000|512|-"
-    "softmax_1024x32000_s28c_oldreduce|softmax_1024x32000_float16|s28c|softmax_k0_y|SOFTMAX|1024|32000|512|oldreduce"
   )
   variants=()
   for v in "${all_variants[@]}"; do
@@ -102,23 +96,6 @@ new = """  if (lane == 0) partial[warp] = v;  // probe: no leading barrier (the 
   return warp_allreduce<Kind>(v);"""
 assert old in text, "block_allreduce changed: update the fastreduce transform"
 open(path, "w").write(text.replace(old, new))
-PY
-    fi
-    if [ "$transform" = oldreduce ]; then
-      python3 - "$probe/src_$name/include/kiln/codegen/runtime/kiln_cuda.cuh" <<'PY'
-import sys
-path = sys.argv[1]
-text = open(path).read()
-start = text.index("  T* slots = partial[phase];")
-end = text.index("  return warp_allreduce<Kind>(v);\n}", start)
-new = """  (void)phase;  // probe: the block reduction before 61bd4be
-  __syncthreads();
-  if (lane == 0) partial[0][warp] = v;
-  __syncthreads();
-  v = lane < warps ? partial[0][lane] : identity;
-"""
-text = text[:start] + new + text[end:]
-open(path, "w").write(text)
 PY
     fi
     nvcc -O3 -std=c++20 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -DKILN_GEMM_SM90A \

@@ -241,7 +241,7 @@ void CudaPrinter::print_for(const For* op) {
   }
   KILN_ASSERT(is_zero(op->min), "GPU loop {} does not start at 0", op->var.as<Variable>()->name);
   const int d = static_cast<int>(op->for_kind) - static_cast<int>(block ? ForKind::BlockIdxX : ForKind::ThreadIdxX);
-  const std::string v = var_name(op->var), n = expr(op->extent);
+  const std::string v = var_name(op->var);
   const std::string index = std::string(block ? "blockIdx." : "threadIdx.") + kIndexName[d];
   const std::string step = std::string(block ? "gridDim." : "blockDim.") + kIndexName[d];
   // A thread loop as wide as the launched block runs exactly once in every thread: a block that
@@ -256,6 +256,7 @@ void CudaPrinter::print_for(const For* op) {
     return;
   }
   // Grid-stride (block) and narrower block-stride (thread) loops: correct for any launch shape.
+  const std::string n = expr(op->extent);
   open_block("for (int64_t " + v + " = " + index + "; " + v + " < " + n + "; " + v + " += " + step + ")");
   stmt(op->body);
   close_block();
