@@ -9,6 +9,7 @@
 #   device call: command "OUT=$OUT bash .carry/tune/scaling_run.sh", carry [".carry/tune", ".carry/core"]
 # Knobs: TOKENS (16), TRIALS (64), T2/T1 (seconds allowed to the two-GPU and one-GPU runs), MEM=0 leaves
 # the memory-bound kernels out, PHASE=2gpu or 1gpu runs only that tuning run (and nothing after it),
+# HALF=0 skips the run on half the host's physical cores (run where those are not cpus 0-15),
 # KILN=path another kiln binary (an A/B in one call), RUN_NAME=x prefixes the runs' names and work
 # folders (two kilns in one call).
 set -uo pipefail
@@ -76,8 +77,20 @@ fi
 if [ "${PHASE:-both}" != 2gpu ]; then
   echo "== one GPU, 16 cores ($(elapsed) s)"
   tune_run "${P}1gpu" 0-15 0 "${T1:-200}"
+  # Half the host as a one-GPU machine of it would be: half its physical cores, each with all its
+  # hardware threads (differs from 0-15 where the host has two threads a core numbered apart).
+  half=$(lscpu -p=CPU,CORE 2>/dev/null | grep -v '^#' | python3 -c "
+import sys
+rows = [tuple(map(int, l.split(','))) for l in sys.stdin if l.strip()]
+cores = sorted({c for _, c in rows})
+keep = set(cores[:len(cores) // 2])
+print(','.join(str(cpu) for cpu, c in rows if c in keep))")
+  if [ "${HALF:-1}" = 1 ] && [ -n "$half" ] && [ "$half" != "$(seq -s, 0 15)" ]; then
+    echo "== one GPU, half the host's cores: $half ($(elapsed) s)"
+    tune_run "${P}1gpu_half" "$half" 0 "${T1:-200}"
+  fi
 fi
-for d in /tmp/tune_${P}2gpu /tmp/tune_${P}1gpu; do
+for d in /tmp/tune_${P}2gpu /tmp/tune_${P}1gpu /tmp/tune_${P}1gpu_half; do
   echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
 done | tee -a "$S"
 

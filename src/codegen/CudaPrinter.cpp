@@ -585,6 +585,18 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   } else {
     paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
   }
+  // A constant M takes one path: only that path's templates are instantiated (each path's kernels
+  // are compiled whether or not a branch can reach them, most of a module's build time).
+  if (const std::optional<int64_t> m = ir::as_const_int(op->m)) {
+    int64_t below = 0;  // the bound of the path before
+    for (const auto& [bound, path] : paths) {
+      if (bound == 0 || *m <= bound) {
+        const std::string which = bound == 0 ? (below > 0 ? "M > " + s(below) : "every M") : "M <= " + s(bound);
+        return "    // M = " + s(*m) + ": only the path for " + which + "\n    " + path;
+      }
+      below = bound;
+    }
+  }
   std::string call;
   for (size_t p = 0; p + 1 < paths.size(); ++p) {
     call += "    problem.m <= " + s(paths[p].first) + " ? " + paths[p].second + " :\n";

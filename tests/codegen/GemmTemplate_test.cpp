@@ -176,6 +176,32 @@ TEST(GemmTemplate, BIsReadEarlyOnlyWhenItIsAnInputAndNotTheFirstKernel) {
   EXPECT_NE(text.find("kiln::gemm::detail::pdl_trigger();"), std::string::npos) << "generated kernels let the next one start";
 }
 
+// A contraction whose M is a constant calls the one template its M takes: the other paths'
+// kernels would be compiled (and dominate the module's build) although no call can reach them.
+TEST(GemmTemplate, ConstantMCallsOnlyItsPath) {
+  auto module_for_tokens = [](int64_t tokens) {
+    test::TestGraph t(17, false);
+    const int x = t.input("x", DType::Float16, {Expr(tokens), Expr(64)});
+    t.output(t.node("proj", OpKind::MatMul, {x, t.input("w", DType::Float16, {Expr(64), Expr(256)})}));
+    std::vector<LoweredFunc> funcs;
+    for (auto& f : codegen::lower_graph(t.graph, codegen::Target::Cuda, "m" + std::to_string(tokens))) funcs.push_back(std::move(f.func));
+    return codegen::generate_module(funcs, codegen::Target::Cuda);
+  };
+  const struct {
+    int64_t tokens;
+    const char* call;
+  } cases[] = {{16, "kiln::gemm::gemv<"}, {17, "kiln::gemm::gemm<"}, {256, "kiln::gemm::gemm<"}, {257, "kiln::gemm::gemm_wgmma<"}};
+  for (const auto& c : cases) {
+    const std::string text = module_for_tokens(c.tokens);
+    EXPECT_EQ(text.find("problem.m <="), std::string::npos) << "M = " << c.tokens << ": no per-call choice of path\n" << text;
+    EXPECT_NE(text.find(c.call), std::string::npos) << "M = " << c.tokens << "\n" << text;
+    for (const char* other : {"kiln::gemm::gemv<", "kiln::gemm::gemm<", "kiln::gemm::gemm_wgmma<"}) {
+      if (std::string(other) == c.call) continue;
+      EXPECT_EQ(text.find(other), std::string::npos) << "M = " << c.tokens << ": " << other << "\n" << text;
+    }
+  }
+}
+
 // kiln builds sm_90 as sm_90a, with the define that lets the host code call the Hopper kernel;
 // other architectures as they are.
 TEST(GemmTemplate, Sm90BuildsAsSm90aWithTheHopperKernel) {
