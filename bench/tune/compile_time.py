@@ -58,6 +58,7 @@ def main():
         for key, (t0, p) in jobs.items():
             if key not in wall and p.poll() is not None:
                 wall[key] = (time.time() - t0, p.returncode)
+                print("kiln compile %s, %d tokens: exit %d after %.1f s" % (key[0], key[1], p.returncode, wall[key][0]), flush=True)
         time.sleep(0.2)
     lines = ["# kiln compile of a PyTorch-exported Gemma-2B layer (fp16), %s, %d cores" % (
         torch.cuda.get_device_name(), os.cpu_count()), "",

@@ -80,6 +80,22 @@ template <typename E, typename = void>
 struct EpilogueIsLong : std::false_type {};
 template <typename E>
 struct EpilogueIsLong<E, std::void_t<decltype(E::kLong)>> : std::bool_constant<E::kLong> {};
+//   kAKMajor, kBKMajor: what the caller knows of an operand's layout when it is compiled (generated
+//     code, from constant strides and extents): 1 when it is K-major (stride_k == 1, and
+//     stride_mn != 1 or the M/N extent is 1; for B, every B), 0 when it is not, -1 (the default)
+//     when that is known only per call. A kernel instantiates only the layouts the hint allows and
+//     treats a call that contradicts it as one it cannot run (its fallback takes it), so a hint
+//     costs no correctness, only the instantiations the calls cannot reach.
+template <typename E, typename = void>
+struct EpilogueAKMajor : std::integral_constant<int, -1> {};
+template <typename E>
+struct EpilogueAKMajor<E, std::void_t<decltype(E::kAKMajor)>> : std::integral_constant<int, E::kAKMajor> {};
+template <typename E, typename = void>
+struct EpilogueBKMajor : std::integral_constant<int, -1> {};
+template <typename E>
+struct EpilogueBKMajor<E, std::void_t<decltype(E::kBKMajor)>> : std::integral_constant<int, E::kBKMajor> {};
+// Whether a layout hint (-1, 0, 1) allows an operand that is (`k_major`) or is not K-major.
+constexpr bool layout_allows(int hint, bool k_major) { return hint < 0 || (hint == 1) == k_major; }
 //   prefetch(b, m, n): issues, as L1 prefetches, the per-row loads the call at (b, m, n) will make
 //     (generated for kReadsRows functors whose load addresses depend on b, m, n and sizes only), so
 //     that a kernel can put every load of a group of elements in flight before calling it.

@@ -361,9 +361,13 @@ cudaError_t gemm_tensorcore(const Problem& p, const Epilogue& epilogue, void* wo
   static_assert(NB == 1 || NB == 2, "Epilogue::kNumB is 1 or 2");
   const int64_t batch = p.batch();
   if (p.m <= 0 || p.n <= 0 || batch <= 0) return cudaSuccess;
-  const int a_axis = detail::vector_axis(p, p.a, p.m);
+  // An operand streamed along an axis its layout hint rules out runs simt (not instantiated).
+  constexpr int kHintA = EpilogueAKMajor<Epilogue>::value, kHintB = EpilogueBKMajor<Epilogue>::value;
+  int a_axis = detail::vector_axis(p, p.a, p.m);
   int b_axis = detail::vector_axis(p, p.b[0], p.n);
   if (NB == 2 && detail::vector_axis(p, p.b[1], p.n) != b_axis) b_axis = -1;
+  if (a_axis >= 0 && !layout_allows(kHintA, a_axis == 1)) a_axis = -1;
+  if (b_axis >= 0 && !layout_allows(kHintB, b_axis == 1)) b_axis = -1;
   const int64_t tiles_m = (p.m + Config::BM - 1) / Config::BM, tiles_n = (p.n + Config::BN - 1) / Config::BN;
   if (p.k <= 0 || p.num_b != NB || a_axis < 0 || b_axis < 0 || tiles_m > 65535 || tiles_n > 2147483647 || batch > 65535)
     return simt<T>(p, epilogue, stream);
@@ -384,13 +388,17 @@ cudaError_t gemm_tensorcore(const Problem& p, const Epilogue& epilogue, void* wo
   float* partial = splits > 1 ? static_cast<float*>(workspace) : nullptr;
 
   const dim3 grid{unsigned(tiles_n), unsigned(tiles_m), unsigned(batch * splits)};
-  cudaError_t e;
+  cudaError_t e = cudaErrorNotSupported;
+  auto launch = [&](auto ak, auto bk) {  // only the layouts the hints allow (the axes checked above)
+    if constexpr (layout_allows(kHintA, ak.value) && layout_allows(kHintB, bk.value))
+      e = detail::launch_tensorcore<T, Config, Epilogue, ak.value, bk.value>(p, epilogue, partial, int(splits), int(per_split), grid, stream);
+  };
+  using True = std::true_type;
+  using False = std::false_type;
   if (a_axis == 1) {
-    e = b_axis == 1 ? detail::launch_tensorcore<T, Config, Epilogue, true, true>(p, epilogue, partial, int(splits), int(per_split), grid, stream)
-                    : detail::launch_tensorcore<T, Config, Epilogue, true, false>(p, epilogue, partial, int(splits), int(per_split), grid, stream);
+    b_axis == 1 ? launch(True{}, True{}) : launch(True{}, False{});
   } else {
-    e = b_axis == 1 ? detail::launch_tensorcore<T, Config, Epilogue, false, true>(p, epilogue, partial, int(splits), int(per_split), grid, stream)
-                    : detail::launch_tensorcore<T, Config, Epilogue, false, false>(p, epilogue, partial, int(splits), int(per_split), grid, stream);
+    b_axis == 1 ? launch(False{}, True{}) : launch(False{}, False{});
   }
   if (e != cudaSuccess || splits == 1) return e;
   const int64_t blocks = (p.m * p.n + 255) / 256;

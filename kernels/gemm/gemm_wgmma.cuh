@@ -799,7 +799,8 @@ int64_t wgmma_resident_clusters(int splits) {
   static std::atomic<int64_t> cache[9];
   int64_t resident = cache[splits].load(std::memory_order_relaxed);
   if (resident > 0) return resident;
-  auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, true, true>;  // (every instantiation has the same resources)
+  // (every instantiation has the same resources: the one the layout hints allow)
+  auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, EpilogueAKMajor<Epilogue>::value != 0, EpilogueBKMajor<Epilogue>::value != 0>;
   int count = 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes)) == cudaSuccess)
     count = max_active_clusters(kernel, splits, Config::kThreads, L::kSmemBytes);
@@ -830,6 +831,8 @@ template <typename Epilogue>
 struct SwappedEpilogue {
   static constexpr int kNumB = Epilogue::kNumB;
   static constexpr bool kReadsRows = false, kLong = false;
+  // The transpose's A is the call's B and its B the call's A (try_gemm_wgmma).
+  static constexpr int kAKMajor = EpilogueBKMajor<Epilogue>::value, kBKMajor = EpilogueAKMajor<Epilogue>::value;
   Epilogue inner;
   __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc) const { inner(b, n, m, acc); }
   __device__ void operator()(int64_t b, int64_t m, int64_t n, float acc0, float acc1) const { inner(b, n, m, acc0, acc1); }
@@ -867,6 +870,8 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
       const bool bf16 = std::is_same<T, __nv_bfloat16>::value;
       const bool a_k = p.a.stride_k == 1 && (p.m == 1 || p.a.stride_mn != 1);
       bool b_k = p.b[0].stride_k == 1 && (p.n == 1 || p.b[0].stride_mn != 1);
+      constexpr int kHintA = EpilogueAKMajor<Epilogue>::value, kHintB = EpilogueBKMajor<Epilogue>::value;
+      if (!layout_allows(kHintA, a_k) || !layout_allows(kHintB, b_k)) return false;  // not instantiated
       CUtensorMap ma, mb[2];
       bool a_batched = false, b_batched[2] = {false, false};
       bool ok = (b_k || !kBKMajorOnly) &&
@@ -915,16 +920,19 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         args.units = batch * tiles * splits;
         const int grid = int(args.units < sms ? args.units : sms);
         const CUtensorMap& mb1 = NB == 2 ? mb[1] : mb[0];
-        cudaError_t e;
-        if constexpr (kBKMajorOnly) {  // (b_k checked above)
-          e = a_k ? detail::launch_wgmma<T, Config, Epilogue, true, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
-                  : detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream);
-        } else if (a_k) {
-          e = b_k ? detail::launch_wgmma<T, Config, Epilogue, true, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
-                  : detail::launch_wgmma<T, Config, Epilogue, true, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
+        // The instantiation of the operands' layouts: only those the hints allow and, where B's tile
+        // needs it, B K-major (b_k and the hints checked above, so no call reaches the others).
+        cudaError_t e = cudaErrorNotSupported;
+        auto launch = [&](auto ak, auto bk) {
+          if constexpr (layout_allows(kHintA, ak.value) && layout_allows(kHintB, bk.value) && (bk.value || !kBKMajorOnly))
+            e = detail::launch_wgmma<T, Config, Epilogue, ak.value, bk.value>(ma, mb[0], mb1, args, grid, epilogue, stream);
+        };
+        using True = std::true_type;
+        using False = std::false_type;
+        if (a_k) {
+          b_k ? launch(True{}, True{}) : launch(True{}, False{});
         } else {
-          e = b_k ? detail::launch_wgmma<T, Config, Epilogue, false, true>(ma, mb[0], mb1, args, grid, epilogue, stream)
-                  : detail::launch_wgmma<T, Config, Epilogue, false, false>(ma, mb[0], mb1, args, grid, epilogue, stream);
+          b_k ? launch(False{}, True{}) : launch(False{}, False{});
         }
         if (e != cudaSuccess || splits == 1 || args.cluster_reduce) return result = e, true;
         const int64_t blocks = (p.m * p.n + 255) / 256;

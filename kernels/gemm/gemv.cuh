@@ -450,14 +450,24 @@ inline bool gemv_pdl() {
 // once per size. Run 1 of bench/gemm/NOTES.md's gemv section: 256 CTAs of 8 warps in clusters
 // of 4, though "one wave" by CTA slots, ran at ~0.7x the speed of 128 CTAs of 16 warps in
 // clusters of 2 doing the same work.
+// The kernel for B with k contiguous (gemv_k_kernel) or n contiguous (gemv_n_kernel), only that one
+// instantiated.
+template <bool K_CONTIGUOUS, typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue>
+constexpr auto gemv_kernel() {
+  if constexpr (K_CONTIGUOUS) {
+    return gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
+  } else {
+    return gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
+  }
+}
+
 template <typename T, int MAX_M, int WARPS, int UNROLL, bool PREFETCH, typename Epilogue, bool K_CONTIGUOUS>
 int64_t gemv_resident(int splits) {
   static std::atomic<int64_t> cache[4];  // splits 1, 2, 4, 8
   const int slot = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
   int64_t resident = cache[slot].load(std::memory_order_relaxed);
   if (resident > 0) return resident;
-  auto kernel = K_CONTIGUOUS ? gemv_k_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>
-                            : gemv_n_kernel<T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>;
+  auto kernel = gemv_kernel<K_CONTIGUOUS, T, MAX_M, WARPS, UNROLL, PREFETCH, Epilogue>();
   int sms = 1, major = 0;
   gemv_device(sms, major);
   int count = 0;
@@ -492,6 +502,46 @@ int gemv_splits(Resident resident, int warps, int steps_per_round, int max_split
   return best;
 }
 
+// Launches gemv_tensorcore's kernels for B with k contiguous (K_CONTIGUOUS) or n contiguous, in
+// chunks of up to M16 rows. Only that layout's kernels are instantiated, and none for a layout the
+// epilogue's hint rules out (gemv_tensorcore sends no such call here).
+template <bool K_CONTIGUOUS, typename T, int M16, int M8, int W, int U, bool PF, int MAX_SPLITS, typename Epilogue>
+cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int64_t blocks, cudaStream_t stream) {
+  if constexpr (!layout_allows(EpilogueBKMajor<Epilogue>::value, K_CONTIGUOUS)) {
+    return cudaErrorNotSupported;
+  } else {
+    const int64_t batch = p.batch();
+    // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
+    auto kernel16 = gemv_kernel<K_CONTIGUOUS, T, M16, W, U, PF, Epilogue>();
+    auto kernel8 = gemv_kernel<K_CONTIGUOUS, T, M8, W, U, PF, Epilogue>();
+    const int64_t steps = (p.k + 31) / 32;
+    for (int64_t m = 0; m < p.m; m += M16) {
+      const bool small = p.m - m <= M8;
+      auto kernel = small ? kernel8 : kernel16;
+      auto resident = [&](int splits) {
+        return small ? gemv_resident<T, M8, W, U, PF, Epilogue, K_CONTIGUOUS>(splits)
+                     : gemv_resident<T, M16, W, U, PF, Epilogue, K_CONTIGUOUS>(splits);
+      };
+      const int splits = gemv_splits(resident, W, U > 1 ? U / 2 : 1, MAX_SPLITS, blocks * batch, steps);
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(unsigned(blocks * splits), unsigned(batch), 1u);
+      config.blockDim = dim3(W * 32, 1, 1);
+      config.stream = stream;
+      cudaLaunchAttribute attrs[2];
+      config.attrs = attrs;
+      if (splits > 1) attrs[config.numAttrs++] = cluster_attribute(splits);
+      if (gemv_pdl()) {
+        cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
+        pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        pdl.val.programmaticStreamSerializationAllowed = 1;
+      }
+      const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, epilogue, m, splits);
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  }
+}
+
 }  // namespace kiln::gemm::detail
 
 namespace kiln::gemm {
@@ -512,42 +562,17 @@ cudaError_t gemv_tensorcore(const Problem& p, const Epilogue& epilogue, cudaStre
   if (p.m <= 0 || p.n <= 0 || batch <= 0) return cudaSuccess;
   int b_axis = detail::vector_axis(p, p.b[0], p.n);
   if (NB == 2 && detail::vector_axis(p, p.b[1], p.n) != b_axis) b_axis = -1;
+  // B streamed along an axis its layout hint rules out runs simt (that kernel is not instantiated).
+  constexpr int kHintB = EpilogueBKMajor<Epilogue>::value;
+  if (b_axis >= 0 && !layout_allows(kHintB, b_axis == 1)) b_axis = -1;
   const int64_t cols = 32;  // both kernels
   const int64_t blocks = (p.n + cols - 1) / cols;
   if (p.k <= 0 || p.num_b != NB || detail::vector_axis(p, p.a, p.m) != 1 || b_axis < 0 || batch > 65535 || blocks > 2147483647)
     return simt<T>(p, epilogue, stream);
   constexpr int W = Config::WARPS, U = Config::UNROLL, M16 = Config::MAX_M, M8 = M16 < 8 ? M16 : 8;
   constexpr bool PF = Config::PREFETCH != 0;
-  // A chunk of at most 8 rows runs the one-row-tile instantiation (fewer registers).
-  auto kernel16 = b_axis == 1 ? detail::gemv_k_kernel<T, M16, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M16, W, U, PF, Epilogue>;
-  auto kernel8 = b_axis == 1 ? detail::gemv_k_kernel<T, M8, W, U, PF, Epilogue> : detail::gemv_n_kernel<T, M8, W, U, PF, Epilogue>;
-  const int64_t steps = (p.k + 31) / 32;
-  for (int64_t m = 0; m < p.m; m += M16) {
-    const bool small = p.m - m <= M8;
-    auto kernel = small ? kernel8 : kernel16;
-    auto resident = [&](int splits) {
-      return b_axis == 1 ? (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, true>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, true>(splits))
-                         : (small ? detail::gemv_resident<T, M8, W, U, PF, Epilogue, false>(splits)
-                                  : detail::gemv_resident<T, M16, W, U, PF, Epilogue, false>(splits));
-    };
-    const int splits = detail::gemv_splits(resident, W, U > 1 ? U / 2 : 1, Config::MAX_SPLITS, blocks * batch, steps);
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(blocks * splits), unsigned(batch), 1u);
-    config.blockDim = dim3(W * 32, 1, 1);
-    config.stream = stream;
-    cudaLaunchAttribute attrs[2];
-    config.attrs = attrs;
-    if (splits > 1) attrs[config.numAttrs++] = detail::cluster_attribute(splits);
-    if (detail::gemv_pdl()) {
-      cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
-      pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      pdl.val.programmaticStreamSerializationAllowed = 1;
-    }
-    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, epilogue, m, splits);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  return b_axis == 1 ? detail::launch_gemv<true, T, M16, M8, W, U, PF, Config::MAX_SPLITS>(p, epilogue, blocks, stream)
+                     : detail::launch_gemv<false, T, M16, M8, W, U, PF, Config::MAX_SPLITS>(p, epilogue, blocks, stream);
 }
 
 }  // namespace kiln::gemm

@@ -382,6 +382,16 @@ class EpilogueShape : public IRVisitor {
 
 }  // namespace
 
+// Whether `x`, a contraction operand of M/N extent `extent`, is K-major as the templates decide it
+// (kernels/gemm/gemm_problem.cuh: EpilogueAKMajor): 1 yes, 0 no, -1 known only per call.
+static int k_major_hint(const ContractionOperand& x, const Expr& extent) {
+  const std::optional<int64_t> k = as_const_int(x.stride_k), mn = as_const_int(x.stride_mn), e = as_const_int(extent);
+  if (!k) return -1;
+  if (*k != 1) return 0;
+  if ((e && *e == 1) || (mn && *mn != 1)) return 1;
+  return mn && e ? 0 : -1;  // both strides 1: K-major only where the extent is 1
+}
+
 // The epilogue functor of kernels/gemm/gemm_problem.cuh: the buffers and symbols the epilogue
 // uses as members, its statements as the call operator over (batch, m, n, accumulators).
 void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
@@ -392,6 +402,15 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
   shape.visit(op->epilogue);
   line() << "static constexpr bool kReadsRows = " << (shape.reads_rows ? "true" : "false") << ", kLong = "
          << (shape.is_long ? "true" : "false") << ";\n";
+  if (!op->b[0].window) {  // (a convolution's operands are not the problem's A and B)
+    const int a = k_major_hint(op->a, op->m);
+    int b = k_major_hint(op->b[0], op->n);
+    for (const ContractionOperand& x : op->b) b = k_major_hint(x, op->n) == b ? b : -1;
+    if (a >= 0 || b >= 0) {
+      line() << "static constexpr int kAKMajor = " << a << ", kBKMajor = " << b
+             << ";  // the operands' layouts, known here (kiln::gemm::EpilogueAKMajor)\n";
+    }
+  }
   for (const Buffer& b : buffers) line() << storage_type_name(b->dtype) << "* " << buffer_name(b) << ";\n";
   for (const Expr& s : f.symbols) line() << "int64_t " << var_name(s) << ";\n";
   const std::string unused = "[[maybe_unused]] ";

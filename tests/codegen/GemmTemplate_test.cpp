@@ -202,6 +202,24 @@ TEST(GemmTemplate, ConstantMCallsOnlyItsPath) {
   }
 }
 
+// The functor says which operand layouts the call can have where the strides are constants, so
+// that the kernels instantiate only those: A [tokens, K] is K-major; B [K, N] (MatMul) is not, B
+// [N, K] (Gemm with transB) is; a symbolic M leaves A's stride known.
+TEST(GemmTemplate, FunctorDeclaresTheOperandLayoutsItKnows) {
+  auto text_of = [](int transb, bool symbolic) {
+    test::TestGraph t(17, false);
+    const int x = t.input("x", DType::Float16, {symbolic ? var("tokens") : Expr(300), Expr(64)});
+    const int w = t.input("w", DType::Float16, {Expr(transb ? 256 : 64), Expr(transb ? 64 : 256)});
+    t.output(transb ? t.node("proj", OpKind::Gemm, {x, w}, {{"transB", test::int_attr(1)}}) : t.node("proj", OpKind::MatMul, {x, w}));
+    std::vector<LoweredFunc> funcs;
+    for (auto& f : codegen::lower_graph(t.graph, codegen::Target::Cuda, "layouts")) funcs.push_back(std::move(f.func));
+    return codegen::generate_module(funcs, codegen::Target::Cuda);
+  };
+  EXPECT_NE(text_of(0, false).find("static constexpr int kAKMajor = 1, kBKMajor = 0;"), std::string::npos) << text_of(0, false);
+  EXPECT_NE(text_of(1, false).find("static constexpr int kAKMajor = 1, kBKMajor = 1;"), std::string::npos) << text_of(1, false);
+  EXPECT_NE(text_of(0, true).find("static constexpr int kAKMajor = 1, kBKMajor = 0;"), std::string::npos) << text_of(0, true);
+}
+
 // kiln builds sm_90 as sm_90a, with the define that lets the host code call the Hopper kernel;
 // other architectures as they are.
 TEST(GemmTemplate, Sm90BuildsAsSm90aWithTheHopperKernel) {
