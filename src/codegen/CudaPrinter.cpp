@@ -402,7 +402,9 @@ void CudaPrinter::print_epilogue(const FunctionLayout& f, size_t stage, const Te
   shape.visit(op->epilogue);
   line() << "static constexpr bool kReadsRows = " << (shape.reads_rows ? "true" : "false") << ", kLong = "
          << (shape.is_long ? "true" : "false") << ";\n";
-  if (!op->b[0].window) {  // (a convolution's operands are not the problem's A and B)
+  // (not for a convolution, whose operands are not the problem's A and B, nor a 4-bit linear layer,
+  // whose kernels take the weight apart from B)
+  if (!op->w4 && !op->b.empty() && !op->b[0].window) {
     const int a = k_major_hint(op->a, op->m);
     int b = k_major_hint(op->b[0], op->n);
     for (const ContractionOperand& x : op->b) b = k_major_hint(x, op->n) == b ? b : -1;
