@@ -54,6 +54,8 @@ TEST(W4Template, GeneratedCallsCompileForEveryArchitecture) {
                            "params.scale2 = nullptr", "params.zero = ", "// path: float16 activations, 4-bit weights"}) {
     EXPECT_NE(source_text.find(call), std::string::npos) << "expected " << call << " in\n" << source_text;
   }
+  // The 4-bit kernels take the weight apart from the problem's B: no layout hint for their functors.
+  EXPECT_EQ(source_text.find("kAKMajor"), std::string::npos) << source_text;
   test::expect_cuda_compiles_for_every_architecture("w4_template", source_text);
 }
 
