@@ -10,8 +10,9 @@
 # sanitizer steps build into /tmp/kiln-cuda-test, with the same skip list; about 10 minutes here):
 # DEST defaults to .carry/san-built-debian, carried and passed as SAN_BUILT_DEBIAN.
 # Usage: [SUITE=cases|debian] bench/contraction/prebuild_sanitizer_cases.sh [KILN (default build/tools/kiln)] [DEST]
-# Builds 16 translation units, as device_run.sh's --cuda-jobs 16 does (a 300 x 264 x 200 MatMul case alone
-# takes about 28 s of one core here, so the 102 cases take the better part of an hour on 2 cores).
+# Builds 16 translation units, as device_run.sh's --cuda-jobs 16 does (before session 29, when every case
+# compiled every template path, the 102 cases took the better part of an hour on 2 cores; since then the
+# GPU machine's 16 cores build all 114 in about 76 s, run s29c2, so this prebuild matters less).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 kiln="${1:-$root/build/tools/kiln}"
