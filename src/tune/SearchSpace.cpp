@@ -1,6 +1,7 @@
 #include "kiln/tune/SearchSpace.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IROperator.h"
@@ -52,41 +53,57 @@ int64_t row_columns(const codegen::KernelDefinition& kernel) {
   return columns;
 }
 
-// Whether the kernel, lowered with schedule `s`, runs a dual product (two contractions sharing A,
-// a gated MLP's gate and up): only then does the dual tile knob change the generated code.
-bool has_dual_product(const codegen::KernelDefinition& kernel, const Schedule& s) {
-  class FindDual : public ir::IRVisitor {
+// Which template paths the kernel's contractions can take, lowered with schedule `s`: a constant M
+// takes one path (CudaPrinter::gemm_call prints only that one), a symbolic M any. A knob of a path
+// no call can take changes no generated text, so it is no knob of the space.
+struct ReachablePaths {
+  bool gemv = false;        // the small-M kernel
+  bool wgmma = false;       // the Hopper tiles
+  bool dual_wgmma = false;  // the Hopper tiles of a dual product (gate and up sharing A)
+};
+
+ReachablePaths reachable_paths(const codegen::KernelDefinition& kernel, const Schedule& s) {
+  class Find : public ir::IRVisitor {
    public:
-    bool found = false;
+    ReachablePaths paths;
     using IRVisitor::visit;
 
    protected:
-    void visit(const ir::TemplateContraction* op) override { found = found || op->b.size() == 2; }
+    void visit(const ir::TemplateContraction* op) override {
+      if (op->w4 || op->b.empty() || op->b[0].window) return;  // 4-bit and convolution calls: their own paths
+      const ir::GemmTemplate& c = op->config;
+      const std::optional<int64_t> m = ir::as_const_int(op->m);
+      const int64_t last_bound = std::max(c.gemv_max_m, c.mid_max_m);  // the last path takes M above it
+      const bool gemv = c.gemv_max_m > 0 && (!m || *m <= c.gemv_max_m);
+      const bool wgmma = c.wgmma && !c.tf32 && (!m || *m > last_bound);
+      paths.gemv = paths.gemv || gemv;
+      paths.wgmma = paths.wgmma || wgmma;
+      paths.dual_wgmma = paths.dual_wgmma || (wgmma && op->b.size() == 2);
+    }
   };
-  FindDual finder;
+  Find finder;
   finder.visit(codegen::lower_kernel(kernel, codegen::Target::Cuda, &s).func.body);
-  return finder.found;
+  return finder.paths;
 }
 
-// The contraction templates' knobs, where the kernel calls one (a stage with a gemm_template):
-// the small-M kernel's warps per block, the K from which the wide Hopper tile runs, and the Hopper
-// tile of dual products. Every value is a configuration the GPU harness checks (bench/gemm), so
-// none is illegal (the CI compile tests build the default ones); the other tile shapes and stages
-// stay fixed until the harness checks more of them.
+// The contraction templates' knobs, for the paths the kernel's calls can take: the small-M
+// kernel's warps per block, the K from which the wide Hopper tile runs, the SWAP_AB tiles, and the
+// Hopper tile of dual products. Every value is a configuration the GPU harness checks (bench/gemm),
+// so none is illegal (the CI compile tests build the default ones); the other tile shapes and
+// stages stay fixed until the harness checks more of them.
 void add_contraction_knobs(SearchSpace& space) {
   const Schedule s = default_gpu_schedule(space.kernel.inputs, space.kernel.outputs);
-  bool gemv = false, wgmma = false;
+  bool any = false;
   for (const te::Tensor& t : te::topological_order(space.kernel.outputs, space.kernel.inputs)) {
     const StageSchedule* st = s.find(t.name());
-    if (!st || !st->gemm_template || st->gemm_template->w4) continue;
-    gemv = gemv || st->gemm_template->gemv_max_m > 0;
-    wgmma = wgmma || st->gemm_template->wgmma;
+    any = any || (st && st->gemm_template && !st->gemm_template->w4);
   }
-  if (gemv) space.knobs.push_back({"gemv_warps", {0, 4, 8, 16}});
-  if (wgmma) space.knobs.push_back({"wgmma_wide_min_k", {2048, 4096, 8192, 65536}});
-  if (wgmma) space.knobs.push_back({"wgmma_swap", {1, 0}});
-  if (wgmma && has_dual_product(space.kernel, s))
-    space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
+  if (!any) return;
+  const ReachablePaths paths = reachable_paths(space.kernel, s);
+  if (paths.gemv) space.knobs.push_back({"gemv_warps", {0, 4, 8, 16}});
+  if (paths.wgmma) space.knobs.push_back({"wgmma_wide_min_k", {2048, 4096, 8192, 65536}});
+  if (paths.wgmma) space.knobs.push_back({"wgmma_swap", {1, 0}});
+  if (paths.dual_wgmma) space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
 }
 
 }  // namespace

@@ -129,6 +129,33 @@ TEST(SearchSpace, DualProductKernelHasTheDualTileKnob) {
       << candidate_text(one.default_candidate());
 }
 
+// A constant M takes one template path, so only that path's knobs are knobs of the space: at 16
+// tokens the small-M kernel's warps and none of the Hopper tiles' (they would change no generated
+// text); at 1000 tokens the Hopper knobs (and a dual product's tile) and not the small-M kernel's.
+TEST(SearchSpace, ConstantTokensKeepOnlyTheirPathsKnobs) {
+  auto space_for = [](int64_t tokens, bool dual) {
+    test::TestGraph t(17, false);
+    const int x = t.input("x", DType::Float16, {ir::Expr(tokens), ir::Expr(256)});
+    const int wg = t.input("wg", DType::Float16, {ir::Expr(256), ir::Expr(512)});
+    const int gate = t.node("gate", OpKind::MatMul, {x, wg});
+    if (dual) {
+      const int up = t.node("up", OpKind::MatMul, {x, t.input("wu", DType::Float16, {ir::Expr(256), ir::Expr(512)})});
+      t.output(t.node("prod", OpKind::Mul, {t.node("act", OpKind::Tanh, {gate}), up}));
+    } else {
+      t.output(gate);
+    }
+    return search_space(test::only_kernel(t.graph), codegen::Target::Cuda).default_candidate();
+  };
+  const Candidate small = space_for(16, true);
+  EXPECT_TRUE(small.count("gemv_warps")) << candidate_text(small);
+  for (const char* k : {"wgmma_wide_min_k", "wgmma_swap", "wgmma_dual_tile"}) EXPECT_FALSE(small.count(k)) << k << ": " << candidate_text(small);
+  const Candidate mid = space_for(100, false);  // the mma.sync tiles: no template knob
+  for (const char* k : {"gemv_warps", "wgmma_wide_min_k", "wgmma_swap"}) EXPECT_FALSE(mid.count(k)) << k << ": " << candidate_text(mid);
+  const Candidate large = space_for(1000, true);
+  EXPECT_FALSE(large.count("gemv_warps")) << candidate_text(large);
+  for (const char* k : {"wgmma_wide_min_k", "wgmma_swap", "wgmma_dual_tile"}) EXPECT_TRUE(large.count(k)) << k << ": " << candidate_text(large);
+}
+
 // A float16 elementwise chain fused into one kernel (erf(x * x) + x): each op rounds to float16
 // and the next widens it again; float_intermediates is a knob there, and its value 1 reaches the
 // schedule. A float32 chain has no such round trips: no knob.
