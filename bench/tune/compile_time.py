@@ -12,20 +12,14 @@ Writes DIR/compile_time.md.
 """
 import argparse
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, HERE)
+from check_layer import load  # noqa: E402  (loads a script of this folder or bench/ as a module)
 
 
 def main():
