@@ -4,8 +4,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "kiln/support/Error.h"
 
@@ -97,6 +101,48 @@ void build_shared_library(const std::vector<std::string>& sources, const std::st
     if (s.size() > 4000) s = "..." + s.substr(s.size() - 4000);
     user_error("building {} failed:\n{}\n{}", output, cmd, s);
   }
+}
+
+void build_shared_library_parallel(const std::vector<std::string>& sources, const std::string& output,
+                                   const BuildOptions& options, int jobs) {
+  if (jobs <= 1 || sources.size() <= 1) {
+    build_shared_library(sources, output, options);
+    return;
+  }
+  // Objects in a folder beside the library, named after their sources (each log removed once its
+  // object is built; a failure's log tail is in the error).
+  const fs::path folder = fs::path(output).parent_path() / "objects";
+  fs::create_directories(folder);
+  std::vector<std::string> objects;
+  for (const std::string& s : sources) objects.push_back((folder / (fs::path(s).filename().string() + ".o")).string());
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (size_t i = next++; i < sources.size(); i = next++) {
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (failure) return;
+      }
+      BuildOptions one = options;
+      one.compile_only = true;
+      one.log_path = objects[i] + ".log";
+      try {
+        build_shared_library({sources[i]}, objects[i], one);
+        fs::remove(one.log_path);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 0; j < std::min<int>(jobs, static_cast<int>(sources.size())); ++j) threads.emplace_back(work);
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+  BuildOptions link = options;
+  link.compile_only = false;
+  build_shared_library(objects, output, link);
 }
 
 }  // namespace kiln::codegen

@@ -42,4 +42,11 @@ std::string build_command(const std::vector<std::string>& sources, const std::st
 void build_shared_library(const std::vector<std::string>& sources, const std::string& output,
                           const BuildOptions& options);
 
+// Builds `sources` into shared library `output` with up to `jobs` compilers at once: each source
+// into an object file in the folder `objects` beside `output` (<source file name>.o), then one link.
+// The first failure is thrown (UserError, as build_shared_library) once the running compiles have
+// finished. One job or one source: build_shared_library's single command.
+void build_shared_library_parallel(const std::vector<std::string>& sources, const std::string& output,
+                                   const BuildOptions& options, int jobs);
+
 }  // namespace kiln::codegen
