@@ -177,6 +177,17 @@ int run_compile(const CompileOptions& options) {
   // the same text for the same contraction and epilogue, written once), so that the units, which
   // hold most of the build, compile in parallel here and in a CMake build of the folder.
   std::set<std::string> units_written;
+  for (const codegen::GraphFunction& f : functions) {  // units an earlier build of the folder left
+    const std::string stale = f.func.name + "_gemm";
+    for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+      const std::string file = e.path().filename().string();
+      if (file.rfind(stale, 0) == 0 && file.size() > stale.size() + ext.size() &&
+          file.compare(file.size() - ext.size(), ext.size(), ext) == 0 &&
+          file.find_first_not_of("0123456789", stale.size()) == file.size() - ext.size()) {
+        fs::remove(e.path());
+      }
+    }
+  }
   for (size_t k = 0; k < functions.size(); ++k) {
     const LoweredFunc& f = functions[k].func;
     codegen::ModuleOptions module;
