@@ -566,11 +566,16 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
            ", " + s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, epilogue, " + split_arg +
            ", " + cuda_stream + ")";
   };
-  // Each path guarded by the bound M, the last one unguarded.
-  std::vector<std::pair<int64_t, std::string>> paths;
+  // Each path guarded by its bound on M (ir::gemm_path's order), the last one unguarded.
+  struct Path {
+    GemmPath path;
+    int64_t bound;  // 0: the last path
+    std::string call;
+  };
+  std::vector<Path> paths;
   if (c.gemv_max_m > 0) {
-    paths.emplace_back(c.gemv_max_m, "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
-                                         s(c.gemv_warps) + ">>(problem, epilogue, " + split_arg + ", " + cuda_stream + ")");
+    paths.push_back({GemmPath::SmallM, c.gemv_max_m, "kiln::gemm::gemv<" + t + ", kiln::gemm::GemvConfig<" + s(c.gemv_max_m) + ", " +
+                                         s(c.gemv_warps) + ">>(problem, epilogue, " + split_arg + ", " + cuda_stream + ")"});
   }
   // The Hopper kernel falls back to the mma.sync tile itself (other devices, builds without
   // sm_90a, operands TMA cannot read).
@@ -584,7 +589,7 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
   auto shape = [&](const GemmWgmmaTile& w) {
     return "kiln::gemm::WgmmaTileShape{" + s(w.bm) + ", " + s(w.bn) + ", " + (w.pingpong ? "true" : "false") + "}";
   };
-  if (c.mid_max_m > 0) paths.emplace_back(c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile));
+  if (c.mid_max_m > 0) paths.push_back({GemmPath::Mid, c.mid_max_m, gemm(dual ? c.dual_mid_tile : c.mid_tile)});
   if (c.wgmma && !c.tf32) {
     const std::string wide = "kiln::gemm::wgmma_prefers_wide(problem, " + s(c.wgmma_tile.bm) + ", " + s(c.wgmma_tile.bn) + ", " +
                              s(c.wgmma_wide_min_k) + ", " + s(c.wgmma_narrow_tile.bm) + ", " + s(c.wgmma_narrow_tile.bn) + ")";
@@ -602,27 +607,26 @@ std::string CudaPrinter::gemm_call(const TemplateContraction* op, const std::str
              ";\n        case 2: return " + gemm_wgmma(c.wgmma_swap_tile, c.tile) + ";\n        default: return wide ? " +
              gemm_wgmma(c.wgmma_tile, c.tile) + " : " + gemm_wgmma(c.wgmma_narrow_tile, c.tile) + ";\n      }\n    }()";
     }
-    paths.emplace_back(0, call);
+    paths.push_back({GemmPath::Large, 0, call});
   } else {
-    paths.emplace_back(0, gemm(dual ? c.dual_tile : c.tile));
+    paths.push_back({GemmPath::Large, 0, gemm(dual ? c.dual_tile : c.tile)});
   }
   // A constant M takes one path: only that path's templates are instantiated (each path's kernels
   // are compiled whether or not a branch can reach them, most of a module's build time).
   if (const std::optional<int64_t> m = ir::as_const_int(op->m)) {
-    int64_t below = 0;  // the bound of the path before
-    for (const auto& [bound, path] : paths) {
-      if (bound == 0 || *m <= bound) {
-        const std::string which = bound == 0 ? (below > 0 ? "M > " + s(below) : "every M") : "M <= " + s(bound);
-        return "    // M = " + s(*m) + ": only the path for " + which + "\n    " + path;
-      }
-      below = bound;
+    const GemmPath taken = gemm_path(c, *m);
+    for (size_t p = 0; p < paths.size(); ++p) {
+      if (paths[p].path != taken) continue;
+      const int64_t below = p > 0 ? paths[p - 1].bound : 0;
+      const std::string which = paths[p].bound > 0 ? "M <= " + s(paths[p].bound) : below > 0 ? "M > " + s(below) : "every M";
+      return "    // M = " + s(*m) + ": only the path for " + which + "\n    " + paths[p].call;
     }
   }
   std::string call;
   for (size_t p = 0; p + 1 < paths.size(); ++p) {
-    call += "    problem.m <= " + s(paths[p].first) + " ? " + paths[p].second + " :\n";
+    call += "    problem.m <= " + s(paths[p].bound) + " ? " + paths[p].call + " :\n";
   }
-  return call + "    " + paths.back().second;
+  return call + "    " + paths.back().call;
 }
 
 // A kiln.QuantLinear through kernels/quant/ (w4_launch.cuh's launch_linear_epilogue): the

@@ -73,9 +73,8 @@ ReachablePaths reachable_paths(const codegen::KernelDefinition& kernel, const Sc
       if (op->w4 || op->b.empty() || op->b[0].window) return;  // 4-bit and convolution calls: their own paths
       const ir::GemmTemplate& c = op->config;
       const std::optional<int64_t> m = ir::as_const_int(op->m);
-      const int64_t last_bound = std::max(c.gemv_max_m, c.mid_max_m);  // the last path takes M above it
-      const bool gemv = c.gemv_max_m > 0 && (!m || *m <= c.gemv_max_m);
-      const bool wgmma = c.wgmma && !c.tf32 && (!m || *m > last_bound);
+      const bool gemv = c.gemv_max_m > 0 && (!m || ir::gemm_path(c, *m) == ir::GemmPath::SmallM);
+      const bool wgmma = c.wgmma && !c.tf32 && (!m || ir::gemm_path(c, *m) == ir::GemmPath::Large);
       paths.gemv = paths.gemv || gemv;
       paths.wgmma = paths.wgmma || wgmma;
       paths.dual_wgmma = paths.dual_wgmma || (wgmma && op->b.size() == 2);

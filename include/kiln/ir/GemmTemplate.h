@@ -79,4 +79,17 @@ struct GemmTemplate {
   std::string reason;  // why this path and these knobs; printed above the call
 };
 
+// The paths of a template call, tried in this order by the call's M: the small-M kernel (M <=
+// gemv_max_m), the mid tiles (M <= mid_max_m), the large tiles above (on Hopper the wgmma tiles,
+// where `wgmma` and not `tf32`).
+enum class GemmPath { SmallM, Mid, Large };
+
+// The path a call with this M takes: for a constant M the only one compiled (CudaPrinter), whose
+// knobs are the only ones that change the generated code (tune/SearchSpace).
+inline GemmPath gemm_path(const GemmTemplate& c, int64_t m) {
+  if (c.gemv_max_m > 0 && m <= c.gemv_max_m) return GemmPath::SmallM;
+  if (c.mid_max_m > 0 && m <= c.mid_max_m) return GemmPath::Mid;
+  return GemmPath::Large;
+}
+
 }  // namespace kiln::ir
