@@ -4,14 +4,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <atomic>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "kiln/support/Error.h"
+#include "kiln/support/Parallel.h"
 
 namespace kiln::codegen {
 
@@ -115,30 +114,24 @@ void build_shared_library_parallel(const std::vector<std::string>& sources, cons
   fs::create_directories(folder);
   std::vector<std::string> objects;
   for (const std::string& s : sources) objects.push_back((folder / (fs::path(s).filename().string() + ".o")).string());
-  std::atomic<size_t> next{0};
   std::mutex mutex;
-  std::exception_ptr failure;
-  auto work = [&] {
-    for (size_t i = next++; i < sources.size(); i = next++) {
-      {
-        const std::lock_guard<std::mutex> lock(mutex);
-        if (failure) return;
-      }
-      BuildOptions one = options;
-      one.compile_only = true;
-      one.log_path = objects[i] + ".log";
-      try {
-        build_shared_library({sources[i]}, objects[i], one);
-        fs::remove(one.log_path);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-      }
+  std::exception_ptr failure;  // the first; no compile starts after it
+  parallel_for(sources.size(), std::min<int>(jobs, static_cast<int>(sources.size())), [&](size_t i) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (failure) return;
     }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 0; j < std::min<int>(jobs, static_cast<int>(sources.size())); ++j) threads.emplace_back(work);
-  for (std::thread& t : threads) t.join();
+    BuildOptions one = options;
+    one.compile_only = true;
+    one.log_path = objects[i] + ".log";
+    try {
+      build_shared_library({sources[i]}, objects[i], one);
+      fs::remove(one.log_path);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  });
   if (failure) std::rethrow_exception(failure);
   BuildOptions link = options;
   link.compile_only = false;

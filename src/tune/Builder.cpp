@@ -16,6 +16,7 @@
 #include "FileLock.h"
 #include "kiln/codegen/Build.h"
 #include "kiln/support/Error.h"
+#include "kiln/support/Parallel.h"
 
 namespace kiln::tune {
 
@@ -52,28 +53,6 @@ std::string hex_hash(const std::string& text) {
   char hex[20];
   std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(text));
   return hex;
-}
-
-// Runs `work(i)` for i in [0, n) on `jobs` threads.
-template <typename Work>
-void parallel_for(size_t n, int jobs, Work work) {
-  std::mutex mutex;
-  size_t next = 0;
-  std::vector<std::thread> threads;
-  for (int j = 0; j < std::max(1, jobs); ++j) {
-    threads.emplace_back([&] {
-      for (;;) {
-        size_t i;
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (next >= n) return;
-          i = next++;
-        }
-        work(i);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "kiln/tune/Tuner.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +17,7 @@
 
 #include "kiln/onnx/Import.h"
 #include "kiln/support/Error.h"
+#include "kiln/support/Parallel.h"
 #include "kiln/tune/Runner.h"
 
 namespace kiln::tune {
@@ -109,9 +109,7 @@ std::vector<std::vector<Seat>> loop_seats(const std::vector<int>& slots, size_t 
 // mask: taskset and cgroup cpusets count) shared by the workers that run at once.
 int build_jobs_per_worker(const TuneOptions& options, size_t workers) {
   if (options.build_jobs > 0) return options.build_jobs;
-  cpu_set_t set;
-  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / static_cast<int>(std::max<size_t>(1, workers)));
+  return std::max(1, available_cores() / static_cast<int>(std::max<size_t>(1, workers)));
 }
 
 // Measures `batch` in worker processes, one shard per slot (worker<slot>/ holds its files); a

@@ -1,12 +1,9 @@
 // kiln compile model.onnx -o DIR [--target sm_80,sm_90,sm_110|cpu] [--model | --nodes a,b] [--outputs v,w] [--no-build]
 //              [--records FILE] [--tf32] [--float-intermediates] [--no-conv-wgmma] [--jobs N]
-#include <sched.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
-#include <thread>
 
 #include "Commands.h"
 #include "kiln/codegen/Build.h"
@@ -17,6 +14,7 @@
 #include "kiln/package/ModelLibrary.h"
 #include "kiln/quant/PrequantizedOnnx.h"
 #include "kiln/support/Error.h"
+#include "kiln/support/Parallel.h"
 #include "kiln/schedule/Defaults.h"
 #include "kiln/tune/Apply.h"
 #include "kiln/tune/SearchSpace.h"
@@ -43,12 +41,12 @@ struct CompileOptions {
   int jobs = 0;                // --jobs: compilers at once (0: the cores this process may run on)
 };
 
-// The cores this process may run on (its affinity mask, as taskset sets it), at least 1.
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores);
+
+// Whether `file` is a contraction unit kiln compile writes for function `name`: <name>_gemm<i><ext>.
+bool is_contraction_unit(const std::string& file, const std::string& name, const std::string& ext) {
+  const std::string prefix = name + "_gemm";
+  if (file.size() <= prefix.size() + ext.size() || !file.starts_with(prefix) || !file.ends_with(ext)) return false;
+  return file.substr(prefix.size(), file.size() - prefix.size() - ext.size()).find_first_not_of("0123456789") == std::string::npos;
 }
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -178,14 +176,8 @@ int run_compile(const CompileOptions& options) {
   // hold most of the build, compile in parallel here and in a CMake build of the folder.
   std::set<std::string> units_written;
   for (const codegen::GraphFunction& f : functions) {  // units an earlier build of the folder left
-    const std::string stale = f.func.name + "_gemm";
     for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-      const std::string file = e.path().filename().string();
-      if (file.rfind(stale, 0) == 0 && file.size() > stale.size() + ext.size() &&
-          file.compare(file.size() - ext.size(), ext.size(), ext) == 0 &&
-          file.find_first_not_of("0123456789", stale.size()) == file.size() - ext.size()) {
-        fs::remove(e.path());
-      }
+      if (is_contraction_unit(e.path().filename().string(), f.func.name, ext)) fs::remove(e.path());
     }
   }
   for (size_t k = 0; k < functions.size(); ++k) {
