@@ -96,6 +96,19 @@ template <typename E>
 struct EpilogueBKMajor<E, std::void_t<decltype(E::kBKMajor)>> : std::integral_constant<int, E::kBKMajor> {};
 // Whether a layout hint (-1, 0, 1) allows an operand that is (`k_major`) or is not K-major.
 constexpr bool layout_allows(int hint, bool k_major) { return hint < 0 || (hint == 1) == k_major; }
+// Calls launch(std::bool_constant<a_k>, std::bool_constant<b_k>) for the call's layouts, so that a
+// kernel's launcher names each layout's instantiation at one place (pruned there with
+// layout_allows under `if constexpr`).
+template <typename Launch>
+void with_layouts(bool a_k, bool b_k, Launch&& launch) {
+  using K = std::true_type;
+  using MN = std::false_type;
+  if (a_k) {
+    b_k ? launch(K{}, K{}) : launch(K{}, MN{});
+  } else {
+    b_k ? launch(MN{}, K{}) : launch(MN{}, MN{});
+  }
+}
 //   prefetch(b, m, n): issues, as L1 prefetches, the per-row loads the call at (b, m, n) will make
 //     (generated for kReadsRows functors whose load addresses depend on b, m, n and sizes only), so
 //     that a kernel can put every load of a group of elements in flight before calling it.

@@ -393,13 +393,7 @@ cudaError_t gemm_tensorcore(const Problem& p, const Epilogue& epilogue, void* wo
     if constexpr (layout_allows(kHintA, ak.value) && layout_allows(kHintB, bk.value))
       e = detail::launch_tensorcore<T, Config, Epilogue, ak.value, bk.value>(p, epilogue, partial, int(splits), int(per_split), grid, stream);
   };
-  using True = std::true_type;
-  using False = std::false_type;
-  if (a_axis == 1) {
-    b_axis == 1 ? launch(True{}, True{}) : launch(True{}, False{});
-  } else {
-    b_axis == 1 ? launch(False{}, True{}) : launch(False{}, False{});
-  }
+  with_layouts(a_axis == 1, b_axis == 1, launch);
   if (e != cudaSuccess || splits == 1) return e;
   const int64_t blocks = (p.m * p.n + 255) / 256;
   detail::splitk_epilogue_kernel<Epilogue><<<unsigned(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(partial, p.m, p.n, int(splits), epilogue);

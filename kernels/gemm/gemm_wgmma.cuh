@@ -927,13 +927,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
           if constexpr (layout_allows(kHintA, ak.value) && layout_allows(kHintB, bk.value) && (bk.value || !kBKMajorOnly))
             e = detail::launch_wgmma<T, Config, Epilogue, ak.value, bk.value>(ma, mb[0], mb1, args, grid, epilogue, stream);
         };
-        using True = std::true_type;
-        using False = std::false_type;
-        if (a_k) {
-          b_k ? launch(True{}, True{}) : launch(True{}, False{});
-        } else {
-          b_k ? launch(False{}, True{}) : launch(False{}, False{});
-        }
+        with_layouts(a_k, b_k, launch);
         if (e != cudaSuccess || splits == 1 || args.cluster_reduce) return result = e, true;
         const int64_t blocks = (p.m * p.n + 255) / 256;
         detail::splitk_epilogue_kernel<Epilogue>
