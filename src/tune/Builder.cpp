@@ -69,18 +69,26 @@ void parse_ptxas_report(const std::string& log, int& registers, int& spill_bytes
   }
 }
 
-std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
-                                             const std::vector<Candidate>& candidates, const BuildRequest& request) {
-  fs::create_directories(request.work_dir);
-  const std::string include_dir = (fs::path(request.work_dir) / "include").string();
-  if (!fs::exists(include_dir)) codegen::write_support_files(include_dir);
-  const bool cuda = request.target == codegen::Target::Cuda;
-  std::vector<BuiltCandidate> built(candidates.size());
-  std::vector<std::string> sources(candidates.size());
-  std::vector<std::vector<std::string>> units(candidates.size());
+namespace {
+
+// The candidates lowered and printed: each candidate's own unit and its template units (CUDA), or
+// why it is not built (illegal, the same source as an earlier one, lowering failed).
+struct Plan {
+  std::vector<BuiltCandidate> built;
+  std::vector<std::string> sources;              // "" for a candidate not to build
+  std::vector<std::vector<std::string>> units;   // its template units' texts
+};
+
+Plan plan_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
+                     const std::vector<Candidate>& candidates, codegen::Target target) {
+  const bool cuda = target == codegen::Target::Cuda;
+  Plan plan;
+  plan.built.resize(candidates.size());
+  plan.sources.resize(candidates.size());
+  plan.units.resize(candidates.size());
   std::unordered_map<std::string, int> first_with_source;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    BuiltCandidate& b = built[i];
+    BuiltCandidate& b = plan.built[i];
     b.knobs = candidates[i];
     b.function = kernel.name;
     b.error = space.illegal_reason(candidates[i]);
@@ -91,9 +99,9 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     try {
       std::optional<Schedule> schedule;
       if (cuda) schedule = default_gpu_schedule(kernel.inputs, kernel.outputs, schedule_options(candidates[i]));
-      const codegen::GraphFunction f = codegen::lower_kernel(kernel, request.target, schedule ? &*schedule : nullptr);
+      const codegen::GraphFunction f = codegen::lower_kernel(kernel, target, schedule ? &*schedule : nullptr);
       // The CPU target's knobs are compiler flags: they are part of what is built.
-      LibrarySource source = library_source(f.func, request.target);
+      LibrarySource source = library_source(f.func, target);
       std::string text = source.main;
       for (const std::string& u : source.units) text += u;
       if (!cuda) {
@@ -104,75 +112,131 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
         b.same_as = it->second;
         continue;
       }
-      sources[i] = std::move(source.main);
-      units[i] = std::move(source.units);
+      plan.sources[i] = std::move(source.main);
+      plan.units[i] = std::move(source.units);
     } catch (const std::exception& e) {
       b.error = std::string("lowering failed: ") + e.what();
     }
   }
-  // 1. The template units every candidate to build needs, each compiled once into the cache
-  //    (shared by workers: written under a name of this process, then renamed).
-  codegen::BuildOptions unit_options;
-  unit_options.target = request.target;
-  unit_options.archs = {request.arch};
-  unit_options.include_dir = include_dir;
-  unit_options.compile_only = true;
-  const std::string cache = request.object_cache.empty() ? (fs::path(request.work_dir) / "objects").string() : request.object_cache;
-  // An object is reused for the same text, flags and support headers (the headers' folder differs
-  // between workers; their text between kiln versions).
-  codegen::BuildOptions key_options = unit_options;
-  key_options.include_dir = "include";
-  const std::string unit_key = codegen::build_command({"unit.cu"}, "unit.o", key_options) + codegen::support_files_digest();
-  std::map<std::string, std::string> unit_object;  // text -> object file
-  std::map<std::string, std::string> unit_error;   // text -> why it did not compile
-  std::vector<std::string> to_compile;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (sources[i].empty()) continue;
-    for (const std::string& u : units[i]) {
-      if (unit_object.count(u)) continue;
-      const std::string object = (fs::path(cache) / ("unit_" + hex_hash(u + unit_key) + ".o")).string();
-      unit_object[u] = object;
-      if (!fs::exists(object)) to_compile.push_back(u);
-    }
+  return plan;
+}
+
+std::string include_dir_of(const BuildRequest& request) {
+  fs::create_directories(request.work_dir);
+  const std::string include_dir = (fs::path(request.work_dir) / "include").string();
+  if (!fs::exists(include_dir)) codegen::write_support_files(include_dir);
+  return include_dir;
+}
+
+codegen::BuildOptions unit_build_options(const BuildRequest& request, const std::string& include_dir) {
+  codegen::BuildOptions options;
+  options.target = request.target;
+  options.archs = {request.arch};
+  options.include_dir = include_dir;
+  options.compile_only = true;
+  return options;
+}
+
+// The template units of one build, compiled once into the object cache that workers (and kiln
+// tune itself) share: each under a lock beside its object, written under a name of this process,
+// then renamed.
+class TemplateUnits {
+ public:
+  TemplateUnits(const BuildRequest& request, const std::string& include_dir)
+      : options_(unit_build_options(request, include_dir)),
+        cache_(request.object_cache.empty() ? (fs::path(request.work_dir) / "objects").string() : request.object_cache) {
+    // An object is reused for the same text, flags and support headers (the headers' folder
+    // differs between workers; their text between kiln versions).
+    codegen::BuildOptions key_options = options_;
+    key_options.include_dir = "include";
+    key_ = codegen::build_command({"unit.cu"}, "unit.o", key_options) + codegen::support_files_digest();
   }
-  if (!to_compile.empty()) fs::create_directories(cache);
-  // Workers building at once split the units: each unit is compiled under a lock beside its
-  // object; a unit another worker holds is left for a second pass, which waits for it (and
-  // compiles it only if that worker failed to).
-  std::mutex mutex;
-  std::vector<size_t> held_elsewhere;
-  auto compile_unit = [&](size_t j, FileLock::Mode mode) {
-    const std::string& u = to_compile[j];
-    const std::string object = unit_object.at(u);
+
+  // Adds a unit to the build: compiled unless its object is in the cache.
+  void need(const std::string& text) {
+    if (object_.count(text)) return;
+    const std::string object = (fs::path(cache_) / ("unit_" + hex_hash(text + key_) + ".o")).string();
+    object_[text] = object;
+    if (!fs::exists(object)) missing_.push_back(text);
+  }
+  // The units to compile, longest text first (a proxy for compile time).
+  const std::vector<std::string>& missing() {
+    std::stable_sort(missing_.begin(), missing_.end(), [](const std::string& x, const std::string& y) { return x.size() > y.size(); });
+    if (!missing_.empty()) fs::create_directories(cache_);
+    return missing_;
+  }
+  // Compiles a unit. Mode::Try leaves a unit another process holds (compiling it) and returns
+  // false; Mode::Wait waits for that process and compiles the unit only if it did not.
+  bool compile(const std::string& text, FileLock::Mode mode) {
+    const std::string object = object_.at(text);
     const FileLock lock(object + ".lock", mode);
-    if (!lock.held() && lock.error() == EWOULDBLOCK) {
-      std::lock_guard<std::mutex> guard(mutex);
-      held_elsewhere.push_back(j);
-      return;
-    }
-    if (fs::exists(object)) return;  // compiled by another worker meanwhile
+    if (!lock.held() && lock.error() == EWOULDBLOCK) return false;
+    if (fs::exists(object)) return true;  // compiled by another process meanwhile
     const std::string tmp = object.substr(0, object.size() - 2) + ".tmp" + std::to_string(::getpid());
-    std::ofstream(tmp + ".cu") << u;
-    codegen::BuildOptions options = unit_options;
+    std::ofstream(tmp + ".cu") << text;
+    codegen::BuildOptions options = options_;
     options.log_path = tmp + ".log";
     try {
       codegen::build_shared_library({tmp + ".cu"}, tmp + ".o", options);
       fs::rename(tmp + ".o", object);
       fs::remove(tmp + ".cu"), fs::remove(tmp + ".log");
     } catch (const UserError& e) {
-      std::lock_guard<std::mutex> guard(mutex);
-      unit_error[u] = e.what();
+      std::lock_guard<std::mutex> guard(mutex_);
+      error_[text] = e.what();
     }
-  };
+    return true;
+  }
+  const std::string& object(const std::string& text) const { return object_.at(text); }
+  // Why a unit did not compile here ("" when it did, or was compiled elsewhere).
+  std::string error(const std::string& text) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = error_.find(text);
+    return it == error_.end() ? "" : it->second;
+  }
+
+ private:
+  codegen::BuildOptions options_;
+  std::string cache_, key_;
+  std::map<std::string, std::string> object_;  // text -> object file
+  std::vector<std::string> missing_;
+  std::mutex mutex_;
+  std::map<std::string, std::string> error_;   // text -> the compiler's message
+};
+
+}  // namespace
+
+std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
+                                             const std::vector<Candidate>& candidates, const BuildRequest& request) {
+  const std::string include_dir = include_dir_of(request);
+  const bool cuda = request.target == codegen::Target::Cuda;
+  Plan plan = plan_candidates(kernel, space, candidates, request.target);
+  std::vector<BuiltCandidate>& built = plan.built;
+  const codegen::BuildOptions unit_options = unit_build_options(request, include_dir);
+  // 1. The template units every candidate to build needs, each compiled once into the cache.
+  TemplateUnits units(request, include_dir);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (plan.sources[i].empty()) continue;
+    for (const std::string& u : plan.units[i]) units.need(u);
+  }
+  const std::vector<std::string>& to_compile = units.missing();
+  // Workers building at once split the units: a unit another process holds is left for a second
+  // pass, which waits for it. Where kiln tune compiles the units itself (units_built_elsewhere),
+  // they all go to the second pass, after this build's candidates.
+  std::mutex mutex;
+  std::vector<size_t> second_pass;
+  if (request.units_built_elsewhere) {
+    for (size_t j = 0; j < to_compile.size(); ++j) second_pass.push_back(j);
+  }
+  const size_t first_pass_units = request.units_built_elsewhere ? 0 : to_compile.size();
   // 2. Each candidate's own unit, compiled in the same pool as the template units: it needs none of
   //    them until it is linked, so the candidates do not wait for the slowest unit (the Hopper
-  //    GEMM's) to start. The units go first, longest text first (a proxy for compile time).
+  //    GEMM's) to start. The units go first.
   std::vector<std::string> stems(candidates.size());
   auto compile_candidate = [&](size_t i) {
     BuiltCandidate& b = built[i];
-    stems[i] = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(sources[i])))).string();
+    stems[i] = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(plan.sources[i])))).string();
     const std::string source = stems[i] + (cuda ? ".cu" : ".cpp");
-    std::ofstream(source) << sources[i];
+    std::ofstream(source) << plan.sources[i];
     codegen::BuildOptions options = unit_options;
     options.log_path = stems[i] + ".log";
     options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
@@ -183,34 +247,33 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       b.error = e.what();
     }
   };
-  std::vector<size_t> unit_order(to_compile.size());
-  for (size_t j = 0; j < unit_order.size(); ++j) unit_order[j] = j;
-  std::stable_sort(unit_order.begin(), unit_order.end(),
-                   [&](size_t x, size_t y) { return to_compile[x].size() > to_compile[y].size(); });
   std::vector<size_t> to_build;
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (!sources[i].empty()) to_build.push_back(i);
-  parallel_for(unit_order.size() + to_build.size(), request.jobs, [&](size_t n) {
-    if (n < unit_order.size()) {
-      compile_unit(unit_order[n], FileLock::Mode::Try);
+    if (!plan.sources[i].empty()) to_build.push_back(i);
+  parallel_for(first_pass_units + to_build.size(), request.jobs, [&](size_t n) {
+    if (n < first_pass_units) {
+      if (!units.compile(to_compile[n], FileLock::Mode::Try)) {
+        std::lock_guard<std::mutex> guard(mutex);
+        second_pass.push_back(n);
+      }
     } else {
-      compile_candidate(to_build[n - unit_order.size()]);
+      compile_candidate(to_build[n - first_pass_units]);
     }
   });
-  const std::vector<size_t> second_pass = std::move(held_elsewhere);
-  parallel_for(second_pass.size(), request.jobs, [&](size_t i) { compile_unit(second_pass[i], FileLock::Mode::Wait); });
+  parallel_for(second_pass.size(), request.jobs, [&](size_t i) { units.compile(to_compile[second_pass[i]], FileLock::Mode::Wait); });
   // 3. Each compiled candidate linked with its template objects.
   parallel_for(to_build.size(), request.jobs, [&](size_t n) {
     const size_t i = to_build[n];
     BuiltCandidate& b = built[i];
     if (!b.error.empty()) return;
     std::vector<std::string> inputs = {stems[i] + ".o"};
-    for (const std::string& u : units[i]) {
-      if (unit_error.count(u)) {
-        b.error = unit_error.at(u);
+    for (const std::string& u : plan.units[i]) {
+      const std::string error = units.error(u);
+      if (!error.empty()) {
+        b.error = error;
         return;
       }
-      inputs.push_back(unit_object.at(u));
+      inputs.push_back(units.object(u));
     }
     codegen::BuildOptions options = unit_options;
     options.compile_only = false;
@@ -235,6 +298,22 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     }
   }
   return built;
+}
+
+void build_template_units(const codegen::KernelDefinition& kernel, const SearchSpace& space,
+                          const std::vector<Candidate>& candidates, const BuildRequest& request) {
+  if (request.target != codegen::Target::Cuda) return;
+  const std::string include_dir = include_dir_of(request);
+  const Plan plan = plan_candidates(kernel, space, candidates, request.target);
+  TemplateUnits units(request, include_dir);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (plan.sources[i].empty()) continue;
+    for (const std::string& u : plan.units[i]) units.need(u);
+  }
+  const std::vector<std::string>& to_compile = units.missing();
+  // A unit a worker already holds is that worker's to finish; one that does not compile is reported
+  // by the build of each candidate that needs it (which compiles it again for the message).
+  parallel_for(to_compile.size(), request.jobs, [&](size_t j) { units.compile(to_compile[j], FileLock::Mode::Try); });
 }
 
 std::string reference_source(const LoweredFunc& cpu_func) { return library_source(cpu_func, codegen::Target::Cpu).main; }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "kiln/onnx/Import.h"
 #include "kiln/support/Error.h"
 #include "kiln/support/Parallel.h"
+#include "kiln/tune/Builder.h"
 #include "kiln/tune/Runner.h"
 
 namespace kiln::tune {
@@ -112,13 +114,21 @@ int build_jobs_per_worker(const TuneOptions& options, size_t workers) {
   return std::max(1, available_cores() / static_cast<int>(std::max<size_t>(1, workers)));
 }
 
+// Whether kiln tune compiles a round's template units itself (CUDA), beside the workers, rather than
+// the workers splitting them: KILN_TUNE_UNITS_IN_WORKERS=1 turns it off (docs/TUNING.md).
+bool units_built_here(const TuneOptions& options) {
+  const char* off = std::getenv("KILN_TUNE_UNITS_IN_WORKERS");
+  return options.target == codegen::Target::Cuda && !(off && std::string(off) == "1");
+}
+
 // Measures `batch` in worker processes, one shard per slot (worker<slot>/ holds its files); a
 // record per candidate, in batch order.
 std::vector<Record> measure_batch(const TuneOptions& options, const codegen::KernelDefinition& kernel,
-                                  const KernelKey& key, const std::vector<Candidate>& batch, int round,
-                                  const std::vector<Seat>& seats, int build_jobs) {
+                                  const SearchSpace& space, const KernelKey& key, const std::vector<Candidate>& batch,
+                                  int round, const std::vector<Seat>& seats, int build_jobs) {
   const bool cuda = options.target == codegen::Target::Cuda;
   const size_t workers = std::min(batch.size(), seats.size());
+  const bool units_here = units_built_here(options);
   std::vector<WorkerTask> tasks(workers);
   for (size_t w = 0; w < workers; ++w) {
     WorkerTask& t = tasks[w];
@@ -131,6 +141,7 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     t.build_jobs = build_jobs;
     t.object_cache = fs::absolute(fs::path(options.work_dir) / "objects").string();
     t.reference_dir = fs::absolute(fs::path(options.work_dir) / "reference").string();
+    t.units_built_elsewhere = units_here;
     if (cuda) t.device_lock = fs::absolute(fs::path(options.work_dir) / ("gpu" + std::to_string(seats[w].slot) + ".lock")).string();
     t.run = options.run;
     t.run.target = options.target;
@@ -151,6 +162,23 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     cmd += "timeout " + std::to_string(options.worker_timeout_s) + " " + quote(exe) + " tune-worker " +
            quote(stem + ".task.json") + " -o " + quote(outs[w]) + " > " + quote(logs[w]) + " 2>&1";
     threads.emplace_back([cmd, &status, w] { status[w] = std::system(cmd.c_str()); });
+  }
+  // The template units the batch needs, compiled here while the workers compile their candidates:
+  // one pool of all the round's cores (the workers' together), longest unit first. A failure here
+  // leaves the units to the workers, which report it per candidate.
+  if (units_here) {
+    threads.emplace_back([&] {
+      BuildRequest request;
+      request.target = options.target;
+      request.arch = options.arch;
+      request.work_dir = fs::absolute(fs::path(options.work_dir) / "units").string();
+      request.jobs = build_jobs * static_cast<int>(workers);
+      request.object_cache = tasks[0].object_cache;
+      try {
+        build_template_units(kernel, space, batch, request);
+      } catch (const std::exception&) {
+      }
+    });
   }
   for (std::thread& t : threads) t.join();
   std::map<std::string, Record> reported;
@@ -211,7 +239,7 @@ KernelReport tune_kernel(const TuneOptions& options, const codegen::KernelDefini
   for (int round = 0;; ++round) {
     const std::vector<Candidate> batch = strategy.next_batch();
     if (batch.empty()) break;
-    const std::vector<Record> results = measure_batch(options, kernel, key, batch, round, seats, build_jobs);
+    const std::vector<Record> results = measure_batch(options, kernel, space, key, batch, round, seats, build_jobs);
     strategy.tell(results);
     for (const Record& r : results) {
       mine.push_back(r);

@@ -36,6 +36,7 @@ std::string task_to_json(const WorkerTask& t) {
   j["device_lock"] = t.device_lock;
   j["object_cache"] = t.object_cache;
   j["reference_dir"] = t.reference_dir;
+  j["units_built_elsewhere"] = t.units_built_elsewhere;
   j["warmup"] = t.run.warmup;
   j["repeats"] = t.run.repeats;
   j["seed"] = t.run.seed;
@@ -64,6 +65,7 @@ WorkerTask task_from_json(const std::string& text, const std::string& where) {
     t.device_lock = j.value("device_lock", std::string());
     t.object_cache = j.value("object_cache", std::string());
     t.reference_dir = j.value("reference_dir", std::string());
+    t.units_built_elsewhere = j.value("units_built_elsewhere", false);
     t.run.target = t.target;
     t.run.warmup = j.value("warmup", 3);
     t.run.repeats = j.value("repeats", 20);
@@ -107,6 +109,7 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   build.work_dir = task.work_dir;
   build.jobs = task.build_jobs;
   build.object_cache = task.object_cache;
+  build.units_built_elsewhere = task.units_built_elsewhere;
   // The reference (the CPU backend's library and its outputs: seconds to minutes for a whole layer)
   // is computed on a thread of its own while the candidates are built; the lowering both need
   // happens on this thread.

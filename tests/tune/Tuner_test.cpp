@@ -152,9 +152,13 @@ TEST(Tuner, WorkerTaskRoundTripAndErrors) {
   WorkerTask t;
   t.model = "m.onnx", t.kernel = "k", t.target = codegen::Target::Cpu, t.arch = "cpu", t.work_dir = "w";
   t.candidates = {{{"opt_level", 3}}, {{"opt_level", 1}, {"native", 1}}};
+  t.units_built_elsewhere = true;
   const WorkerTask back = task_from_json(task_to_json(t), "t.json");
   EXPECT_EQ(back.candidates, t.candidates);
   EXPECT_EQ(back.target, codegen::Target::Cpu);
+  EXPECT_TRUE(back.units_built_elsewhere);
+  t.units_built_elsewhere = false;
+  EXPECT_FALSE(task_from_json(task_to_json(t), "t.json").units_built_elsewhere);
   try {
     task_from_json(R"({"model":"m","nodes":[],"kernel":"k","target":"tpu","arch":"x","work_dir":"w","candidates":[]})", "t.json");
     FAIL() << "no error";

@@ -65,6 +65,7 @@ struct WorkerTask {
   std::string device_lock;  // a file to hold locked (flock) while measuring; "" for none
   std::string object_cache; // compiled template units shared by the workers (Builder.h)
   std::string reference_dir; // reference libraries and outputs shared by the workers ("": work_dir)
+  bool units_built_elsewhere = false;  // kiln tune compiles the template units (BuildRequest)
   RunRequest run;
   std::vector<Candidate> candidates;
 };
