@@ -11,7 +11,9 @@
 # the memory-bound kernels out, PHASE=2gpu or 1gpu runs only that tuning run (and nothing after it),
 # HALF=0 skips the run on half the host's physical cores (run where those are not cpus 0-15),
 # KILN=path another kiln binary (an A/B in one call), RUN_NAME=x prefixes the runs' names and work
-# folders (two kilns in one call).
+# folders (two kilns in one call), PATIENCE=n passes --patience n (rounds without a 1% gain before
+# stopping; a high one makes both runs measure all TRIALS: one GPU's rounds are half as long, so
+# with the default it may stop after 48 of 64 where two GPUs cannot).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-tune-out}"
 C="$PWD/.carry/tune"
@@ -47,7 +49,8 @@ tune_run() {
   local pre=()
   [ -n "$cpus" ] && pre=(taskset -c "$cpus")
   timeout "$limit" "${pre[@]}" "$kiln" tune /tmp/models/gemma_layer.onnx --target sm_90 --trials "$TRIALS" --gpus "$gpus" \
-    -o "$OUT/gemma_${name}.jsonl" --work-dir "/tmp/tune_$name" --report "/tmp/report_$name" > "/tmp/tune_$name.log" 2>&1
+    ${PATIENCE:+--patience "$PATIENCE"} -o "$OUT/gemma_${name}.jsonl" --work-dir "/tmp/tune_$name" --report "/tmp/report_$name" \
+    > "/tmp/tune_$name.log" 2>&1
   rc=$?
   local t=$(python3 -c "import time,sys; print('%.1f' % (time.time() - float(sys.argv[1])))" "$t0")
   {
@@ -63,8 +66,9 @@ tune_run() {
     for f in /tmp/tune_$name/worker*/*_round0.jsonl; do echo "-- $f"; head -n 2 "$f" | cut -c1-700; done
     for f in /tmp/tune_$name/worker*/*_round0.log; do echo "-- $f"; tail -n 5 "$f" | cut -c1-700; done
     echo '```'
-    echo "where each worker's time went (every round):"
+    echo "where each worker's time went (every round), and each round's build by kiln tune (rounds.log):"
     echo '```'
+    cat "/tmp/tune_$name/rounds.log" 2>/dev/null
     grep -H "tune-worker:" /tmp/tune_$name/worker*/*_round*.log 2>/dev/null | sed "s|/tmp/tune_$name/||"
     echo '```'
   } >> "$S"
@@ -91,7 +95,7 @@ print(','.join(str(cpu) for cpu, c in rows if c in keep))")
   fi
 fi
 for d in /tmp/tune_${P}2gpu /tmp/tune_${P}1gpu /tmp/tune_${P}1gpu_half; do
-  echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
+  echo "$d: $(ls "$d"/objects/*.o 2>/dev/null | wc -l) template objects, $(ls "$d"/build/cand_*.so "$d"/worker*/cand_*.so 2>/dev/null | wc -l) candidate libraries"
 done | tee -a "$S"
 
 if [ "${MEM:-1}" = 0 ] || [ "${PHASE:-both}" != both ]; then echo "== done ($(elapsed) s)" | tee -a "$S"; exit 0; fi

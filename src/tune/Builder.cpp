@@ -76,6 +76,7 @@ namespace {
 struct Plan {
   std::vector<BuiltCandidate> built;
   std::vector<std::string> sources;              // "" for a candidate not to build
+  std::vector<std::string> texts;                // all that is built: sources, units and (CPU) flags
   std::vector<std::vector<std::string>> units;   // its template units' texts
 };
 
@@ -86,6 +87,7 @@ Plan plan_candidates(const codegen::KernelDefinition& kernel, const SearchSpace&
   plan.built.resize(candidates.size());
   plan.sources.resize(candidates.size());
   plan.units.resize(candidates.size());
+  plan.texts.resize(candidates.size());
   std::unordered_map<std::string, int> first_with_source;
   for (size_t i = 0; i < candidates.size(); ++i) {
     BuiltCandidate& b = plan.built[i];
@@ -114,6 +116,7 @@ Plan plan_candidates(const codegen::KernelDefinition& kernel, const SearchSpace&
       }
       plan.sources[i] = std::move(source.main);
       plan.units[i] = std::move(source.units);
+      plan.texts[i] = std::move(text);
     } catch (const std::exception& e) {
       b.error = std::string("lowering failed: ") + e.what();
     }
@@ -219,22 +222,19 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     for (const std::string& u : plan.units[i]) units.need(u);
   }
   const std::vector<std::string>& to_compile = units.missing();
-  // Workers building at once split the units: a unit another process holds is left for a second
-  // pass, which waits for it. Where kiln tune compiles the units itself (units_built_elsewhere),
-  // they all go to the second pass, after this build's candidates.
+  // Builds at once (workers on one host) split the units: a unit another process holds is left
+  // for a second pass, which waits for it.
   std::mutex mutex;
   std::vector<size_t> second_pass;
-  if (request.units_built_elsewhere) {
-    for (size_t j = 0; j < to_compile.size(); ++j) second_pass.push_back(j);
-  }
-  const size_t first_pass_units = request.units_built_elsewhere ? 0 : to_compile.size();
+  const size_t first_pass_units = to_compile.size();
   // 2. Each candidate's own unit, compiled in the same pool as the template units: it needs none of
   //    them until it is linked, so the candidates do not wait for the slowest unit (the Hopper
   //    GEMM's) to start. The units go first.
   std::vector<std::string> stems(candidates.size());
   auto compile_candidate = [&](size_t i) {
     BuiltCandidate& b = built[i];
-    stems[i] = (fs::path(request.work_dir) / ("cand_" + std::to_string(std::hash<std::string>()(plan.sources[i])))).string();
+    // Named after all that is built: CPU candidates of one source differ in their flags.
+    stems[i] = (fs::path(request.work_dir) / ("cand_" + hex_hash(plan.texts[i]))).string();
     const std::string source = stems[i] + (cuda ? ".cu" : ".cpp");
     std::ofstream(source) << plan.sources[i];
     codegen::BuildOptions options = unit_options;
@@ -298,22 +298,6 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     }
   }
   return built;
-}
-
-void build_template_units(const codegen::KernelDefinition& kernel, const SearchSpace& space,
-                          const std::vector<Candidate>& candidates, const BuildRequest& request) {
-  if (request.target != codegen::Target::Cuda) return;
-  const std::string include_dir = include_dir_of(request);
-  const Plan plan = plan_candidates(kernel, space, candidates, request.target);
-  TemplateUnits units(request, include_dir);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (plan.sources[i].empty()) continue;
-    for (const std::string& u : plan.units[i]) units.need(u);
-  }
-  const std::vector<std::string>& to_compile = units.missing();
-  // A unit a worker already holds is that worker's to finish; one that does not compile is reported
-  // by the build of each candidate that needs it (which compiles it again for the message).
-  parallel_for(to_compile.size(), request.jobs, [&](size_t j) { units.compile(to_compile[j], FileLock::Mode::Try); });
 }
 
 std::string reference_source(const LoweredFunc& cpu_func) { return library_source(cpu_func, codegen::Target::Cpu).main; }

@@ -2,24 +2,25 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <atomic>
-#include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kiln/onnx/Import.h"
 #include "kiln/support/Error.h"
 #include "kiln/support/Parallel.h"
-#include "kiln/tune/Builder.h"
 #include "kiln/tune/Runner.h"
 
 namespace kiln::tune {
@@ -114,11 +115,61 @@ int build_jobs_per_worker(const TuneOptions& options, size_t workers) {
   return std::max(1, available_cores() / static_cast<int>(std::max<size_t>(1, workers)));
 }
 
-// Whether kiln tune compiles a round's template units itself (CUDA), beside the workers, rather than
-// the workers splitting them: KILN_TUNE_UNITS_IN_WORKERS=1 turns it off (docs/TUNING.md).
-bool units_built_here(const TuneOptions& options) {
-  const char* off = std::getenv("KILN_TUNE_UNITS_IN_WORKERS");
-  return options.target == codegen::Target::Cuda && !(off && std::string(off) == "1");
+// Builds `batch` here, in one pool of the cores of all the round's workers (the template units,
+// longest first, with the candidates' own units), and computes the reference outputs beside it
+// (cached in the shared reference folder, where the workers read them). One pool rather than a
+// pool per worker: the template units are shared work, and split between workers' pools, the
+// worker that took the longest ones ended its build last while the others waited (run s30a).
+// A candidate whose source equals an earlier one's gets that one's library (measured again, by
+// whichever worker has it). Writes a line to <work_dir>/rounds.log.
+std::vector<BuiltCandidate> build_batch(const TuneOptions& options, const codegen::KernelDefinition& kernel,
+                                        const SearchSpace& space, const std::vector<Candidate>& batch, int round,
+                                        int jobs, const std::string& object_cache, const std::string& reference_dir) {
+  const auto t0 = Clock::now();
+  BuildRequest request;
+  request.target = options.target;
+  request.arch = options.arch;
+  request.work_dir = fs::absolute(fs::path(options.work_dir) / "build").string();
+  request.jobs = jobs;
+  request.object_cache = object_cache;
+  // The reference lowers on this thread (lowering is not shared across threads here), then
+  // compiles and runs beside the build. One that fails is left to the workers, which report it.
+  RunRequest run = options.run;
+  run.target = options.target;
+  std::unique_ptr<Runner> runner;
+  try {
+    runner = std::make_unique<Runner>(kernel, run, reference_dir);
+  } catch (const std::exception&) {
+  }
+  double reference_s = 0;
+  std::thread reference([&] {
+    if (!runner) return;
+    const auto r0 = Clock::now();
+    try {
+      runner->compute_reference();
+    } catch (const std::exception&) {
+    }
+    reference_s = std::chrono::duration<double>(Clock::now() - r0).count();
+  });
+  std::vector<BuiltCandidate> built;
+  try {
+    built = build_candidates(kernel, space, batch, request);
+  } catch (...) {
+    reference.join();
+    throw;
+  }
+  const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  reference.join();
+  for (BuiltCandidate& b : built) {
+    if (b.same_as < 0) continue;
+    const BuiltCandidate& first = built[static_cast<size_t>(b.same_as)];
+    b.library = first.library, b.error = first.error, b.illegal = first.illegal;
+    b.registers = first.registers, b.spill_bytes = first.spill_bytes, b.same_as = -1;
+  }
+  std::ofstream(fs::path(options.work_dir) / "rounds.log", std::ios::app)
+      << fmt::format("{} round {}: {} candidates built in {:.1f} s, {} compiler{} at once (reference {:.1f} s beside it)\n",
+                     kernel.name, round, batch.size(), build_s, jobs, jobs == 1 ? "" : "s", reference_s);
+  return built;
 }
 
 // Measures `batch` in worker processes, one shard per slot (worker<slot>/ holds its files); a
@@ -128,7 +179,7 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
                                   int round, const std::vector<Seat>& seats, int build_jobs) {
   const bool cuda = options.target == codegen::Target::Cuda;
   const size_t workers = std::min(batch.size(), seats.size());
-  const bool units_here = units_built_here(options);
+
   std::vector<WorkerTask> tasks(workers);
   for (size_t w = 0; w < workers; ++w) {
     WorkerTask& t = tasks[w];
@@ -141,12 +192,16 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     t.build_jobs = build_jobs;
     t.object_cache = fs::absolute(fs::path(options.work_dir) / "objects").string();
     t.reference_dir = fs::absolute(fs::path(options.work_dir) / "reference").string();
-    t.units_built_elsewhere = units_here;
     if (cuda) t.device_lock = fs::absolute(fs::path(options.work_dir) / ("gpu" + std::to_string(seats[w].slot) + ".lock")).string();
     t.run = options.run;
     t.run.target = options.target;
   }
-  for (size_t i = 0; i < batch.size(); ++i) tasks[i % workers].candidates.push_back(batch[i]);
+  const std::vector<BuiltCandidate> built =
+      build_batch(options, kernel, space, batch, round, build_jobs * static_cast<int>(workers), tasks[0].object_cache, tasks[0].reference_dir);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    tasks[i % workers].candidates.push_back(batch[i]);
+    tasks[i % workers].built.push_back(built[i]);
+  }
   const std::string exe = options.kiln_exe.empty() ? self_exe() : options.kiln_exe;
   std::vector<std::string> outs(workers), logs(workers);
   std::vector<int> status(workers, 0);
@@ -162,23 +217,6 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
     cmd += "timeout " + std::to_string(options.worker_timeout_s) + " " + quote(exe) + " tune-worker " +
            quote(stem + ".task.json") + " -o " + quote(outs[w]) + " > " + quote(logs[w]) + " 2>&1";
     threads.emplace_back([cmd, &status, w] { status[w] = std::system(cmd.c_str()); });
-  }
-  // The template units the batch needs, compiled here while the workers compile their candidates:
-  // one pool of all the round's cores (the workers' together), longest unit first. A failure here
-  // leaves the units to the workers, which report it per candidate.
-  if (units_here) {
-    threads.emplace_back([&] {
-      BuildRequest request;
-      request.target = options.target;
-      request.arch = options.arch;
-      request.work_dir = fs::absolute(fs::path(options.work_dir) / "units").string();
-      request.jobs = build_jobs * static_cast<int>(workers);
-      request.object_cache = tasks[0].object_cache;
-      try {
-        build_template_units(kernel, space, batch, request);
-      } catch (const std::exception&) {
-      }
-    });
   }
   for (std::thread& t : threads) t.join();
   std::map<std::string, Record> reported;

@@ -36,7 +36,6 @@ std::string task_to_json(const WorkerTask& t) {
   j["device_lock"] = t.device_lock;
   j["object_cache"] = t.object_cache;
   j["reference_dir"] = t.reference_dir;
-  j["units_built_elsewhere"] = t.units_built_elsewhere;
   j["warmup"] = t.run.warmup;
   j["repeats"] = t.run.repeats;
   j["seed"] = t.run.seed;
@@ -45,6 +44,13 @@ std::string task_to_json(const WorkerTask& t) {
     json k = json::object();
     for (const auto& [name, v] : c) k[name] = v;
     j["candidates"].push_back(k);
+  }
+  if (!t.built.empty()) {
+    j["built"] = json::array();
+    for (const BuiltCandidate& b : t.built) {
+      j["built"].push_back({{"library", b.library}, {"function", b.function}, {"error", b.error}, {"illegal", b.illegal},
+                            {"registers", b.registers}, {"spill_bytes", b.spill_bytes}});
+    }
   }
   return j.dump(1);
 }
@@ -65,7 +71,6 @@ WorkerTask task_from_json(const std::string& text, const std::string& where) {
     t.device_lock = j.value("device_lock", std::string());
     t.object_cache = j.value("object_cache", std::string());
     t.reference_dir = j.value("reference_dir", std::string());
-    t.units_built_elsewhere = j.value("units_built_elsewhere", false);
     t.run.target = t.target;
     t.run.warmup = j.value("warmup", 3);
     t.run.repeats = j.value("repeats", 20);
@@ -75,9 +80,23 @@ WorkerTask task_from_json(const std::string& text, const std::string& where) {
       for (const auto& [k, v] : c.items()) cand[k] = v.get<int64_t>();
       t.candidates.push_back(cand);
     }
+    for (const json& b : j.value("built", json::array())) {
+      BuiltCandidate built;
+      built.library = b.at("library").get<std::string>();
+      built.function = b.at("function").get<std::string>();
+      built.error = b.at("error").get<std::string>();
+      built.illegal = b.at("illegal").get<bool>();
+      built.registers = b.at("registers").get<int>();
+      built.spill_bytes = b.at("spill_bytes").get<int>();
+      t.built.push_back(built);
+    }
   } catch (const json::exception& e) {
     user_error("{}: not a tune-worker task: {}", where, e.what());
   }
+  if (!t.built.empty() && t.built.size() != t.candidates.size()) {
+    user_error("{}: \"built\" has {} entries for {} candidates", where, t.built.size(), t.candidates.size());
+  }
+  for (size_t i = 0; i < t.built.size(); ++i) t.built[i].knobs = t.candidates[i];
   return t;
 }
 
@@ -109,7 +128,6 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   build.work_dir = task.work_dir;
   build.jobs = task.build_jobs;
   build.object_cache = task.object_cache;
-  build.units_built_elsewhere = task.units_built_elsewhere;
   // The reference (the CPU backend's library and its outputs: seconds to minutes for a whole layer)
   // is computed on a thread of its own while the candidates are built; the lowering both need
   // happens on this thread.
@@ -135,9 +153,19 @@ void run_worker(const WorkerTask& task, const std::string& out) {
     }
     reference_s = seconds_since(t0);
   });
-  std::vector<BuiltCandidate> built;
+  // The libraries kiln tune built, unless one is not here (the task was moved to another host
+  // without the work folder): then this worker builds the candidates.
+  std::vector<BuiltCandidate> built = task.built;
+  for (const BuiltCandidate& b : task.built) {
+    if (!b.library.empty() && !fs::exists(b.library)) {
+      std::cerr << "tune-worker: " << b.library << " is not on this host; building the candidates here\n";
+      built.clear();
+      break;
+    }
+  }
+  const bool build_here = built.empty();
   try {
-    built = build_candidates(kernel, space, task.candidates, build);
+    if (build_here) built = build_candidates(kernel, space, task.candidates, build);
   } catch (...) {
     reference.join();
     throw;
@@ -198,9 +226,10 @@ void run_worker(const WorkerTask& task, const std::string& out) {
     file << record_to_json(r) << "\n" << std::flush;
   }
   // Where the worker's time went (its log, beside the records: <kernel>_round<r>.log).
-  std::cerr << fmt::format("tune-worker: {} candidates: built in {:.1f} s (reference {:.1f} s beside it), waited {:.1f} s "
+  std::cerr << fmt::format("tune-worker: {} candidates: {} {:.1f} s (reference {:.1f} s beside it), waited {:.1f} s "
                            "for the device, measured in {:.1f} s\n",
-                           built.size(), build_s, reference_s, wait_s, seconds_since(t_measure));
+                           built.size(), build_here ? "built in" : "built by kiln tune, taken in", build_s,
+                           reference_s, wait_s, seconds_since(t_measure));
 }
 
 }  // namespace kiln::tune

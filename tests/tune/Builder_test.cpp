@@ -118,43 +118,5 @@ TEST(Builder, TemplateCallsAreCompiledOnceIntoTheObjectCache) {
   fs::remove_all(dir);
 }
 
-// kiln tune compiles a round's template units itself (build_template_units) while its workers
-// build their candidates with units_built_elsewhere; a worker still compiles a unit no one did.
-TEST(Builder, TemplateUnitsBuiltByTheTunerAreLinkedByTheWorkers) {
-  if (codegen::find_nvcc().empty()) GTEST_SKIP() << "nvcc not found: CUDA candidates are not built here";
-  const std::string dir = test::temp_dir("builder_units_elsewhere");
-  const codegen::KernelDefinition kernel = test::only_kernel(matmul_softmax());
-  const SearchSpace space = search_space(kernel, codegen::Target::Cuda);
-  Candidate other = space.default_candidate();
-  other["row_threads"] = 128;
-  BuildRequest request;
-  request.target = codegen::Target::Cuda;
-  request.arch = "sm_90";
-  request.work_dir = dir + "/tuner";
-  request.jobs = 2;
-  request.object_cache = dir + "/objects";
-  build_template_units(kernel, space, {space.default_candidate(), other}, request);
-  const std::vector<fs::path> objects = objects_in(request.object_cache);
-  ASSERT_EQ(objects.size(), 1u) << "the batch's one GEMM call";
-  for (const auto& e : fs::directory_iterator(request.work_dir)) {
-    EXPECT_NE(e.path().filename().string().rfind("cand_", 0), 0u) << "the tuner built a candidate: " << e.path();
-  }
-  const auto written = fs::last_write_time(objects[0]);
-
-  request.work_dir = dir + "/worker0";
-  request.units_built_elsewhere = true;
-  const std::vector<BuiltCandidate> built = build_candidates(kernel, space, {other}, request);
-  ASSERT_FALSE(built.at(0).library.empty()) << built.at(0).error;
-  EXPECT_EQ(fs::last_write_time(objects[0]), written) << "the worker compiled the unit again";
-
-  // No one compiled the unit (the tuner's build failed or has not reached it): the worker does.
-  fs::remove(objects[0]);
-  request.work_dir = dir + "/worker1";
-  const std::vector<BuiltCandidate> alone = build_candidates(kernel, space, {other}, request);
-  ASSERT_FALSE(alone.at(0).library.empty()) << alone.at(0).error;
-  EXPECT_EQ(objects_in(request.object_cache).size(), 1u);
-  fs::remove_all(dir);
-}
-
 }  // namespace
 }  // namespace kiln::tune

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "../../src/tune/FileLock.h"
 #include "TuneTestModels.h"
@@ -18,6 +19,13 @@ namespace kiln::tune {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 std::string kiln_binary() { return std::string(KILN_BINARY_DIR) + "/tools/kiln"; }
 
@@ -56,7 +64,17 @@ TEST(Tuner, CpuTargetOnTwoWorkerProcesses) {
   // Both workers measured (their shards are in separate folders).
   EXPECT_TRUE(fs::exists(o.work_dir + "/worker0/softmax_model_round0.jsonl"));
   EXPECT_TRUE(fs::exists(o.work_dir + "/worker1/softmax_model_round0.jsonl"));
-  // ... against one reference: the first worker to take its lock computed it, the other read it.
+  // The candidates were built by kiln tune (in work/build), not by the workers, which measured them.
+  for (const char* worker : {"/worker0", "/worker1"}) {
+    for (const auto& e : fs::directory_iterator(o.work_dir + worker)) {
+      EXPECT_NE(e.path().filename().string().rfind("cand_", 0), 0u) << "a worker built " << e.path();
+    }
+  }
+  int libraries = 0;
+  for (const auto& e : fs::directory_iterator(o.work_dir + "/build")) libraries += e.path().extension() == ".so";
+  EXPECT_EQ(libraries, 4);
+  EXPECT_NE(text_of(o.work_dir + "/rounds.log").find("softmax_model round 0: 4 candidates built in "), std::string::npos);
+  // ... against one reference, computed by kiln tune beside the build; the workers read it.
   int references = 0;
   for (const auto& e : fs::directory_iterator(o.work_dir + "/reference")) references += e.path().extension() == ".expected";
   EXPECT_EQ(references, 1);
@@ -152,19 +170,60 @@ TEST(Tuner, WorkerTaskRoundTripAndErrors) {
   WorkerTask t;
   t.model = "m.onnx", t.kernel = "k", t.target = codegen::Target::Cpu, t.arch = "cpu", t.work_dir = "w";
   t.candidates = {{{"opt_level", 3}}, {{"opt_level", 1}, {"native", 1}}};
-  t.units_built_elsewhere = true;
   const WorkerTask back = task_from_json(task_to_json(t), "t.json");
   EXPECT_EQ(back.candidates, t.candidates);
   EXPECT_EQ(back.target, codegen::Target::Cpu);
-  EXPECT_TRUE(back.units_built_elsewhere);
-  t.units_built_elsewhere = false;
-  EXPECT_FALSE(task_from_json(task_to_json(t), "t.json").units_built_elsewhere);
+  EXPECT_TRUE(back.built.empty()) << "a task without libraries: the worker builds";
+  // Candidates kiln tune built: their libraries (or why not) go with the task.
+  t.built.resize(2);
+  t.built[0].library = "/w/cand_1.so", t.built[0].function = "k", t.built[0].registers = 40;
+  t.built[1].function = "k", t.built[1].error = "too many registers", t.built[1].illegal = true;
+  const WorkerTask with = task_from_json(task_to_json(t), "t.json");
+  ASSERT_EQ(with.built.size(), 2u);
+  EXPECT_EQ(with.built[0].library, "/w/cand_1.so");
+  EXPECT_EQ(with.built[0].registers, 40);
+  EXPECT_EQ(with.built[0].knobs, t.candidates[0]);
+  EXPECT_TRUE(with.built[1].illegal);
+  EXPECT_EQ(with.built[1].error, "too many registers");
+  t.built.pop_back();
+  try {
+    task_from_json(task_to_json(t), "t.json");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.json: \"built\" has 1 entries for 2 candidates"), std::string::npos) << e.what();
+  }
   try {
     task_from_json(R"({"model":"m","nodes":[],"kernel":"k","target":"tpu","arch":"x","work_dir":"w","candidates":[]})", "t.json");
     FAIL() << "no error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("t.json: \"target\" is 'tpu' (expected cuda or cpu)"), std::string::npos) << e.what();
   }
+}
+
+// A task moved to a host without kiln tune's work folder names libraries that are not there: the
+// worker builds the candidates itself, and says so.
+TEST(Tuner, WorkerBuildsWhenTheLibrariesAreNotHere) {
+  const std::string dir = test::temp_dir("tuner_moved");
+  const std::string model = dir + "/softmax.onnx";
+  save_onnx(test::softmax_graph(4, 64, DType::Float32), model);
+  WorkerTask t;
+  t.model = model, t.kernel = "softmax_model", t.target = codegen::Target::Cpu, t.arch = "cpu";
+  t.work_dir = dir + "/worker0";
+  t.build_jobs = 1;
+  t.run.target = codegen::Target::Cpu, t.run.repeats = 2, t.run.warmup = 1;
+  t.candidates = {search_space(test::only_kernel(test::softmax_graph(4, 64, DType::Float32)), codegen::Target::Cpu).default_candidate()};
+  t.built.resize(1);
+  t.built[0].library = dir + "/elsewhere/cand_0.so", t.built[0].function = "softmax_model";
+  t.built[0].knobs = t.candidates[0];
+  testing::internal::CaptureStderr();
+  run_worker(t, dir + "/out.jsonl");
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(dir + "/elsewhere/cand_0.so is not on this host; building the candidates here"), std::string::npos) << log;
+  EXPECT_NE(log.find("tune-worker: 1 candidates: built in "), std::string::npos) << log;
+  Database db;
+  db.load(dir + "/out.jsonl");
+  ASSERT_EQ(db.records().size(), 1u);
+  EXPECT_EQ(db.records()[0].status, "ok") << db.records()[0].error;
 }
 
 // Workers share a GPU, template units and references through flock: a second holder waits, or with

@@ -22,10 +22,6 @@ struct BuildRequest {
   std::string work_dir;  // sources, libraries and logs go here
   int jobs = 4;
   std::string object_cache;  // CUDA: compiled template units ("" = <work_dir>/objects)
-  // CUDA: another process compiles the template units (kiln tune, with build_template_units beside
-  // its workers): this build compiles its candidates first, then waits for the units (and compiles
-  // any that no one did).
-  bool units_built_elsewhere = false;
 };
 
 struct BuiltCandidate {
@@ -40,14 +36,6 @@ struct BuiltCandidate {
 
 std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
                                              const std::vector<Candidate>& candidates, const BuildRequest& request);
-
-// The template units `candidates` need, compiled into request.object_cache, longest first, `jobs`
-// at a time; a unit another process is compiling is left to it. What kiln tune runs beside a
-// round's workers, so that one pool of all the round's cores compiles the units the workers
-// share, rather than each worker's pool taking some (whichever worker took the longest ones, or
-// the ones only its candidates need, ended its build last while the others waited).
-void build_template_units(const codegen::KernelDefinition& kernel, const SearchSpace& space,
-                          const std::vector<Candidate>& candidates, const BuildRequest& request);
 
 // The reference's source: the C++ of a kernel's CPU lowering (serial loops, exact division).
 std::string reference_source(const LoweredFunc& cpu_func);

@@ -5,15 +5,19 @@
 // tuned concurrently, --loops-per-gpu search loops per GPU (one per CPU worker), each loop taking
 // the next kernel when its last one stops (with fewer kernels than slots, a loop gets several
 // slots and splits its batches). Loops sharing a GPU take it in turn for their measurements.
-// A round of one kernel: the strategy proposes a batch; the batch is split into one shard per slot
-// of its loop; each shard is written as a task file and measured by `kiln tune-worker TASK -o OUT`
-// (build, check against the CPU backend, time), one process per slot (CUDA_VISIBLE_DEVICES=g). A worker runs under `timeout`; candidates a worker did not
+// A round of one kernel: the strategy proposes a batch; kiln tune builds it (one pool of all the
+// loop's compilers) and computes the reference outputs beside the build; the batch is split into
+// one shard per slot of its loop; each shard is written as a task file, with its libraries, and
+// measured by `kiln tune-worker TASK -o OUT` (check against the CPU backend, time), one process per
+// slot (CUDA_VISIBLE_DEVICES=g). A task without libraries (written for another host) has the worker
+// build its candidates. A worker runs under `timeout`; candidates a worker did not
 // report (it crashed or ran out of time) are recorded as "timeout". Results are appended to the
 // records file as they come. The same worker command runs under a cluster scheduler (a Slurm
 // array or a Kubernetes Job per task file; docs/TUNING.md).
 #include <string>
 #include <vector>
 
+#include "kiln/tune/Builder.h"
 #include "kiln/tune/Records.h"
 #include "kiln/tune/Runner.h"
 #include "kiln/tune/SearchStrategy.h"
@@ -65,9 +69,11 @@ struct WorkerTask {
   std::string device_lock;  // a file to hold locked (flock) while measuring; "" for none
   std::string object_cache; // compiled template units shared by the workers (Builder.h)
   std::string reference_dir; // reference libraries and outputs shared by the workers ("": work_dir)
-  bool units_built_elsewhere = false;  // kiln tune compiles the template units (BuildRequest)
   RunRequest run;
   std::vector<Candidate> candidates;
+  // The candidates as kiln tune built them, one each (libraries on this host); empty: the worker
+  // builds them (a task run on another host).
+  std::vector<BuiltCandidate> built;
 };
 std::string task_to_json(const WorkerTask& task);
 WorkerTask task_from_json(const std::string& text, const std::string& where);
