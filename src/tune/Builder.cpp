@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +50,10 @@ LibrarySource library_source(const LoweredFunc& f, codegen::Target target) {
   return source;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 std::string hex_hash(const std::string& text) {
   char hex[20];
   std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>()(text));
@@ -81,22 +86,23 @@ struct Plan {
 };
 
 Plan plan_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
-                     const std::vector<Candidate>& candidates, codegen::Target target) {
+                     const std::vector<Candidate>& candidates, codegen::Target target, int jobs) {
   const bool cuda = target == codegen::Target::Cuda;
   Plan plan;
   plan.built.resize(candidates.size());
   plan.sources.resize(candidates.size());
   plan.units.resize(candidates.size());
   plan.texts.resize(candidates.size());
-  std::unordered_map<std::string, int> first_with_source;
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  // Lowered in parallel (the IR is immutable and shared; a schedule's options are per thread),
+  // then compared in order, so that a candidate is the same as the first one with its text.
+  parallel_for(candidates.size(), jobs, [&](size_t i) {
     BuiltCandidate& b = plan.built[i];
     b.knobs = candidates[i];
     b.function = kernel.name;
     b.error = space.illegal_reason(candidates[i]);
     if (!b.error.empty()) {
       b.illegal = true;
-      continue;
+      return;
     }
     try {
       std::optional<Schedule> schedule;
@@ -109,17 +115,20 @@ Plan plan_candidates(const codegen::KernelDefinition& kernel, const SearchSpace&
       if (!cuda) {
         for (const std::string& flag : cpu_flags(candidates[i])) text += "\n// flag " + flag;
       }
-      auto [it, added] = first_with_source.emplace(text, static_cast<int>(i));
-      if (!added) {
-        b.same_as = it->second;
-        continue;
-      }
       plan.sources[i] = std::move(source.main);
       plan.units[i] = std::move(source.units);
       plan.texts[i] = std::move(text);
     } catch (const std::exception& e) {
       b.error = std::string("lowering failed: ") + e.what();
     }
+  });
+  std::unordered_map<std::string, int> first_with_text;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (plan.sources[i].empty()) continue;
+    auto [it, added] = first_with_text.emplace(plan.texts[i], static_cast<int>(i));
+    if (added) continue;
+    plan.built[i].same_as = it->second;
+    plan.sources[i].clear(), plan.units[i].clear(), plan.texts[i].clear();
   }
   return plan;
 }
@@ -209,10 +218,16 @@ class TemplateUnits {
 }  // namespace
 
 std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
-                                             const std::vector<Candidate>& candidates, const BuildRequest& request) {
+                                             const std::vector<Candidate>& candidates, const BuildRequest& request,
+                                             BuildTimes* times) {
   const std::string include_dir = include_dir_of(request);
   const bool cuda = request.target == codegen::Target::Cuda;
-  Plan plan = plan_candidates(kernel, space, candidates, request.target);
+  const auto t0 = std::chrono::steady_clock::now();
+  Plan plan = plan_candidates(kernel, space, candidates, request.target, request.jobs);
+  BuildTimes local;
+  BuildTimes& t = times ? *times : local;
+  t = BuildTimes();
+  t.lowering_s = seconds_since(t0);
   std::vector<BuiltCandidate>& built = plan.built;
   const codegen::BuildOptions unit_options = unit_build_options(request, include_dir);
   // 1. The template units every candidate to build needs, each compiled once into the cache.
@@ -250,17 +265,32 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
   std::vector<size_t> to_build;
   for (size_t i = 0; i < candidates.size(); ++i)
     if (!plan.sources[i].empty()) to_build.push_back(i);
+  // How long each compile took (BuildTimes: where a round's build time goes).
+  auto note = [&](bool unit, double seconds) {
+    std::lock_guard<std::mutex> guard(mutex);
+    (unit ? t.units : t.candidates) += 1;
+    (unit ? t.units_s : t.candidates_s) += seconds;
+    double& longest = unit ? t.longest_unit_s : t.longest_candidate_s;
+    longest = std::max(longest, seconds);
+  };
+  const auto c0 = std::chrono::steady_clock::now();
   parallel_for(first_pass_units + to_build.size(), request.jobs, [&](size_t n) {
+    const auto j0 = std::chrono::steady_clock::now();
     if (n < first_pass_units) {
-      if (!units.compile(to_compile[n], FileLock::Mode::Try)) {
+      if (units.compile(to_compile[n], FileLock::Mode::Try)) {
+        note(true, seconds_since(j0));
+      } else {
         std::lock_guard<std::mutex> guard(mutex);
         second_pass.push_back(n);
       }
     } else {
       compile_candidate(to_build[n - first_pass_units]);
+      note(false, seconds_since(j0));
     }
   });
   parallel_for(second_pass.size(), request.jobs, [&](size_t i) { units.compile(to_compile[second_pass[i]], FileLock::Mode::Wait); });
+  t.compile_s = seconds_since(c0);
+  const auto l0 = std::chrono::steady_clock::now();
   // 3. Each compiled candidate linked with its template objects.
   parallel_for(to_build.size(), request.jobs, [&](size_t n) {
     const size_t i = to_build[n];
@@ -286,6 +316,7 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       b.error = e.what();
     }
   });
+  t.link_s = seconds_since(l0);
   // Registers past the SM's file cannot launch: illegal, known after building.
   for (BuiltCandidate& b : built) {
     if (b.library.empty() || b.registers <= 0) continue;

@@ -120,7 +120,6 @@ static std::string utc_now() {
 void run_worker(const WorkerTask& task, const std::string& out) {
   const codegen::KernelDefinition kernel = find_kernel(task.model, task.nodes, task.kernel);
   const KernelKey key = kernel_key(kernel);
-  const SearchSpace space = search_space(kernel, task.target);
   const DeviceInfo device = device_info(task.target);
   BuildRequest build;
   build.target = task.target;
@@ -165,7 +164,7 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   }
   const bool build_here = built.empty();
   try {
-    if (build_here) built = build_candidates(kernel, space, task.candidates, build);
+    if (build_here) built = build_candidates(kernel, search_space(kernel, task.target), task.candidates, build);
   } catch (...) {
     reference.join();
     throw;

@@ -1,6 +1,6 @@
 #pragma once
 // Builds candidates of one kernel (TVM MetaSchedule's "builder"): each candidate is lowered under
-// its schedule and printed (serially: lowering is cheap), candidates whose generated source is the
+// its schedule and printed (`jobs` at a time), candidates whose generated source is the
 // same as an earlier one's are not built twice, and the sources are compiled into one shared
 // library each, `jobs` compilers at a time (nvcc with -Xptxas -v, whose register and spill report
 // is kept; or the host compiler for the CPU target).
@@ -34,8 +34,19 @@ struct BuiltCandidate {
   int registers = -1, spill_bytes = -1;  // max over the candidate's generated kernels (CUDA; not the template units)
 };
 
+// Where a build's time went (wall seconds; a compile's seconds are its own, run beside others).
+struct BuildTimes {
+  double lowering_s = 0;  // lowering and printing every candidate (`jobs` threads)
+  double compile_s = 0;   // the template units and the candidates' own units, in one pool
+  double link_s = 0;
+  int units = 0, candidates = 0;  // compiled by this build
+  double units_s = 0, longest_unit_s = 0;
+  double candidates_s = 0, longest_candidate_s = 0;
+};
+
 std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& kernel, const SearchSpace& space,
-                                             const std::vector<Candidate>& candidates, const BuildRequest& request);
+                                             const std::vector<Candidate>& candidates, const BuildRequest& request,
+                                             BuildTimes* times = nullptr);
 
 // The reference's source: the C++ of a kernel's CPU lowering (serial loops, exact division).
 std::string reference_source(const LoweredFunc& cpu_func);
