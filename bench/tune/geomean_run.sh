@@ -6,7 +6,7 @@
 # Expects .carry/tune/ and .carry/core/ as bench/tune/README.md makes them, plus
 # .carry/tune/contraction_bench.py (a copy of bench/contraction/bench.py, whose modules are exported).
 #   device call: command "OUT=$OUT bash .carry/tune/geomean_run.sh", carry [".carry/tune", ".carry/core"]
-# Knobs: TRIALS (64), GPUS (all), LIMIT (seconds a model, 240).
+# Knobs: TRIALS (64), GPUS (all), LIMIT (seconds a model, 240), MODELS ("gemma_layer vit cnn").
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-geomean-out}"
 C="$PWD/.carry/tune"
@@ -26,7 +26,7 @@ S="$OUT/summary.md"
 } > "$S"
 python3 "$C/gemma_layer.py" /tmp/models/gemma_layer.onnx --tokens 16 2>&1 | tail -1 | tee -a "$S"
 python3 "$C/hidden_models.py" /tmp/models --bench "$C/contraction_bench.py" 2>&1 | grep -v Warning | tail -2 | tee -a "$S"
-for m in gemma_layer vit cnn; do
+for m in ${MODELS:-gemma_layer vit cnn}; do
   t0=$(date +%s)
   timeout "${LIMIT:-240}" "$C/kiln" tune "/tmp/models/$m.onnx" --target sm_90 --trials "${TRIALS:-64}" --gpus "${GPUS:-all}" \
     -o "$OUT/records_$m.jsonl" --work-dir "/tmp/tune_$m" --report "$OUT/report_$m" > "/tmp/tune_$m.log" 2>&1
@@ -39,7 +39,7 @@ python3 - "$OUT" >> "$S" <<'PY'
 import json, math, os, sys
 out = sys.argv[1]
 rows = []
-for m in ("gemma_layer", "vit", "cnn"):
+for m in os.environ.get("MODELS", "gemma_layer vit cnn").split():
     p = os.path.join(out, "report_%s.json" % m)
     if not os.path.exists(p):
         rows.append((m, None)); continue

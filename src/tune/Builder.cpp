@@ -1,6 +1,7 @@
 #include "kiln/tune/Builder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -62,15 +63,34 @@ std::string hex_hash(const std::string& text) {
 
 }  // namespace
 
-void parse_ptxas_report(const std::string& log, int& registers, int& spill_bytes) {
+namespace {
+// Whether a mangled function name is that of a free function whose name starts with `prefix`
+// (_Z<length><name>...): not a template instantiated with a type of that name (a template kernel's
+// epilogue functor is named after its stage).
+bool is_named(const std::string& mangled, const std::string& prefix) {
+  if (mangled.rfind("_Z", 0) != 0) return mangled.rfind(prefix, 0) == 0;  // extern "C"
+  size_t at = 2;
+  while (at < mangled.size() && std::isdigit(static_cast<unsigned char>(mangled[at]))) ++at;
+  return at > 2 && mangled.compare(at, prefix.size(), prefix) == 0;
+}
+}  // namespace
+
+void parse_ptxas_report(const std::string& log, const std::string& kernels, int& registers, int& spill_bytes) {
+  static const std::regex entry(R"((?:Compiling entry function|Function properties for) '?([A-Za-z0-9_$]+))");
   static const std::regex used(R"(Used (\d+) registers)");
   static const std::regex spill(R"((\d+) bytes spill stores)");
   registers = -1, spill_bytes = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), used); it != std::sregex_iterator(); ++it) {
-    registers = std::max(registers, std::stoi((*it)[1]));
-  }
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), spill); it != std::sregex_iterator(); ++it) {
-    spill_bytes = std::max(spill_bytes, std::stoi((*it)[1]));
+  std::istringstream lines(log);
+  bool counted = kernels.empty();
+  std::smatch m;
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_search(line, m, entry)) {
+      counted = kernels.empty() || is_named(m[1].str(), kernels);
+    } else if (counted && std::regex_search(line, m, used)) {
+      registers = std::max(registers, std::stoi(m[1]));
+    } else if (counted && std::regex_search(line, m, spill)) {
+      spill_bytes = std::max(spill_bytes, std::stoi(m[1]));
+    }
   }
 }
 
@@ -257,7 +277,9 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
     try {
       codegen::build_shared_library({source}, stems[i] + ".o", options);
-      if (cuda) parse_ptxas_report(read_file(options.log_path), b.registers, b.spill_bytes);
+      // The generated kernels' (named <function>_k<stage>...): the unit also holds template kernels
+      // (attention, convolutions) whose registers go with their own block sizes, not the knobs'.
+      if (cuda) parse_ptxas_report(read_file(options.log_path), b.function + "_k", b.registers, b.spill_bytes);
     } catch (const UserError& e) {
       b.error = e.what();
     }

@@ -50,6 +50,34 @@ std::string text_of(const std::string& path) {
 // Two contractions: two units, whose functors have different names. The template instantiations a
 // functor names are merged by the linker across a library's objects, so two units with one functor
 // name would both run one of the two epilogues (seen on an H200: a Gemma layer's output unwritten).
+// A candidate's unit holds its generated kernels (launch-bounded by the knobs' block sizes) and
+// template kernels (attention, convolutions: their own block sizes). Only the generated ones'
+// registers go with the knobs: a template's 151 registers made every ViT candidate with 512 or
+// 1024 threads "illegal" (run s30e, 26 of 64).
+TEST(Builder, PtxasReportCountsTheGeneratedKernels) {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_ZN4kiln4gemm6detail16attention_kernelI6__half23vit_k4_epilogueEEvNS0_7ProblemET0_' for 'sm_90'\n"
+      "ptxas info    : Function properties for _ZN4kiln4gemm6detail16attention_kernelI6__half23vit_k4_epilogueEEvNS0_7ProblemET0_\n"
+      "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 151 registers, used 1 barriers, 408 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function '_Z9vit_k2_lnPK6__halfPS_' for 'sm_90'\n"
+      "ptxas info    : Function properties for _Z9vit_k2_lnPK6__halfPS_\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 1 barriers, 368 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function '_Z10vit_k7_addPK6__halfPS_' for 'sm_90'\n"
+      "ptxas info    : Used 18 registers, used 0 barriers, 368 bytes cmem[0]\n";
+  int registers = 0, spill = 0;
+  parse_ptxas_report(log, "vit_k", registers, spill);
+  EXPECT_EQ(registers, 40);
+  EXPECT_EQ(spill, 0);
+  parse_ptxas_report(log, "", registers, spill);
+  EXPECT_EQ(registers, 151);
+  EXPECT_EQ(spill, 8);
+  parse_ptxas_report(log, "other_k", registers, spill);
+  EXPECT_EQ(registers, -1);
+}
+
 TEST(Builder, TemplateUnitsNameTheirFunctorsApart) {
   test::TestGraph t(17, false);
   const int x = t.input("x", DType::Float16, {ir::Expr(32), ir::Expr(64)});

@@ -31,7 +31,7 @@ struct BuiltCandidate {
   std::string error;    // why it did not build, or why it is illegal
   bool illegal = false;
   int same_as = -1;     // index of an earlier candidate with the same source (not built again)
-  int registers = -1, spill_bytes = -1;  // max over the candidate's generated kernels (CUDA; not the template units)
+  int registers = -1, spill_bytes = -1;  // max over the candidate's generated kernels (CUDA; not the templates')
 };
 
 // Where a build's time went (wall seconds; a compile's seconds are its own, run beside others).
@@ -54,7 +54,8 @@ std::string reference_source(const LoweredFunc& cpu_func);
 // library's path. Lowers nothing, so it may run beside another thread's lowering.
 std::string build_reference(const std::string& source, const std::string& work_dir);
 
-// Parses nvcc -Xptxas -v output: the largest register count and spill bytes of any kernel.
-void parse_ptxas_report(const std::string& log, int& registers, int& spill_bytes);
+// Parses nvcc -Xptxas -v output: the largest register count and spill bytes of the kernels whose
+// (mangled) name contains `kernels` ("" for every kernel); -1 where none was reported.
+void parse_ptxas_report(const std::string& log, const std::string& kernels, int& registers, int& spill_bytes);
 
 }  // namespace kiln::tune
