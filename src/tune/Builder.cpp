@@ -219,6 +219,8 @@ class TemplateUnits {
     return true;
   }
   const std::string& object(const std::string& text) const { return object_.at(text); }
+  // The compiler, flags and support headers the objects are built with (part of every name).
+  const std::string& key() const { return key_; }
   // Why a unit did not compile here ("" when it did, or was compiled elsewhere).
   std::string error(const std::string& text) {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -265,11 +267,25 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
   // 2. Each candidate's own unit, compiled in the same pool as the template units: it needs none of
   //    them until it is linked, so the candidates do not wait for the slowest unit (the Hopper
   //    GEMM's) to start. The units go first.
+  // A candidate is named after all that is built (CPU candidates of one source differ in their
+  // flags) and how: a library of that name from an earlier round (or run) in this folder is the
+  // same build, and is reused with its compiler log.
   std::vector<std::string> stems(candidates.size());
+  std::vector<size_t> to_build;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (plan.sources[i].empty()) continue;
+    BuiltCandidate& b = built[i];
+    stems[i] = (fs::path(request.work_dir) / ("cand_" + hex_hash(plan.texts[i] + units.key()))).string();
+    if (fs::exists(stems[i] + ".so") && fs::exists(stems[i] + ".log")) {
+      b.library = stems[i] + ".so";
+      if (cuda) parse_ptxas_report(read_file(stems[i] + ".log"), b.function + "_k", b.registers, b.spill_bytes);
+      ++t.reused;
+      continue;
+    }
+    to_build.push_back(i);
+  }
   auto compile_candidate = [&](size_t i) {
     BuiltCandidate& b = built[i];
-    // Named after all that is built: CPU candidates of one source differ in their flags.
-    stems[i] = (fs::path(request.work_dir) / ("cand_" + hex_hash(plan.texts[i]))).string();
     const std::string source = stems[i] + (cuda ? ".cu" : ".cpp");
     std::ofstream(source) << plan.sources[i];
     codegen::BuildOptions options = unit_options;
@@ -284,9 +300,6 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
       b.error = e.what();
     }
   };
-  std::vector<size_t> to_build;
-  for (size_t i = 0; i < candidates.size(); ++i)
-    if (!plan.sources[i].empty()) to_build.push_back(i);
   // How long each compile took (BuildTimes: where a round's build time goes).
   auto note = [&](bool unit, double seconds) {
     std::lock_guard<std::mutex> guard(mutex);
@@ -331,8 +344,12 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     options.compile_only = false;
     options.log_path = stems[i] + ".link.log";
     if (!cuda) options.extra_flags = cpu_flags(b.knobs);
+    // Linked under a name of this process, then renamed: a later round takes a library of the
+    // candidate's name as built (a link cut short leaves none).
+    const std::string tmp = stems[i] + ".tmp" + std::to_string(::getpid()) + ".so";
     try {
-      codegen::build_shared_library(inputs, stems[i] + ".so", options);
+      codegen::build_shared_library(inputs, tmp, options);
+      fs::rename(tmp, stems[i] + ".so");
       b.library = stems[i] + ".so";
     } catch (const UserError& e) {
       b.error = e.what();

@@ -170,10 +170,10 @@ std::vector<BuiltCandidate> build_batch(const TuneOptions& options, const codege
   std::ofstream(fs::path(options.work_dir) / "rounds.log", std::ios::app)
       << fmt::format("{} round {}: {} candidates built in {:.1f} s, {} compiler{} at once: lowering {:.1f} s, compiling "
                      "{:.1f} s ({} template units: {:.1f} s in all, longest {:.1f} s; {} candidates' units: {:.1f} s in all, "
-                     "longest {:.1f} s), linking {:.1f} s; the reference {:.1f} s beside it\n",
+                     "longest {:.1f} s), linking {:.1f} s; {} reused from earlier rounds; the reference {:.1f} s beside it\n",
                      kernel.name, round, batch.size(), build_s, jobs, jobs == 1 ? "" : "s", times.lowering_s, times.compile_s,
                      times.units, times.units_s, times.longest_unit_s, times.candidates, times.candidates_s,
-                     times.longest_candidate_s, times.link_s, reference_s);
+                     times.longest_candidate_s, times.link_s, times.reused, reference_s);
   return built;
 }
 

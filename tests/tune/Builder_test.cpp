@@ -78,6 +78,36 @@ TEST(Builder, PtxasReportCountsTheGeneratedKernels) {
   EXPECT_EQ(registers, -1);
 }
 
+// A candidate built in an earlier round (same text, flags and compiler) is not built again: its
+// library and compiler log are reused. A candidate whose flags differ is built under its own name.
+TEST(Builder, LaterRoundsReuseTheLibraryOfTheSameBuild) {
+  const std::string dir = test::temp_dir("builder_reuse");
+  const codegen::KernelDefinition kernel = test::only_kernel(test::softmax_graph(4, 64, DType::Float32));
+  const SearchSpace space = search_space(kernel, codegen::Target::Cpu);
+  BuildRequest request;
+  request.target = codegen::Target::Cpu;
+  request.arch = "cpu";
+  request.work_dir = dir;
+  request.jobs = 2;
+  Candidate other = space.default_candidate();
+  other["opt_level"] = other["opt_level"] == 1 ? 2 : 1;
+  BuildTimes first;
+  const std::vector<BuiltCandidate> a = build_candidates(kernel, space, {space.default_candidate(), other}, request, &first);
+  ASSERT_FALSE(a[0].library.empty()) << a[0].error;
+  ASSERT_FALSE(a[1].library.empty()) << a[1].error;
+  EXPECT_NE(a[0].library, a[1].library) << "one source, two sets of flags: two libraries";
+  EXPECT_EQ(first.candidates, 2);
+  EXPECT_EQ(first.reused, 0);
+  const auto written = fs::last_write_time(a[0].library);
+  BuildTimes second;
+  const std::vector<BuiltCandidate> b = build_candidates(kernel, space, {space.default_candidate()}, request, &second);
+  EXPECT_EQ(b[0].library, a[0].library);
+  EXPECT_EQ(second.candidates, 0);
+  EXPECT_EQ(second.reused, 1);
+  EXPECT_EQ(fs::last_write_time(b[0].library), written) << "the library was built again";
+  fs::remove_all(dir);
+}
+
 TEST(Builder, TemplateUnitsNameTheirFunctorsApart) {
   test::TestGraph t(17, false);
   const int x = t.input("x", DType::Float16, {ir::Expr(32), ir::Expr(64)});

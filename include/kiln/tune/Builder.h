@@ -40,6 +40,7 @@ struct BuildTimes {
   double compile_s = 0;   // the template units and the candidates' own units, in one pool
   double link_s = 0;
   int units = 0, candidates = 0;  // compiled by this build
+  int reused = 0;                 // candidates whose library an earlier build in the folder left
   double units_s = 0, longest_unit_s = 0;
   double candidates_s = 0, longest_candidate_s = 0;
 };
