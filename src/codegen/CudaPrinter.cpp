@@ -150,14 +150,16 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
              << "\n";
       const size_t before = out().tellp();
       print_epilogue(f, k, tc);
-      if (units_ && !tc->w4 && !tc->b[0].window) print_template_unit(f, k, tc, out().str().substr(before));
+      if (units_ && !tc->w4) print_template_unit(f, k, contraction_unit_call(tc), out().str().substr(before));
       continue;
     }
     if (const TemplateAttention* ta = stage.as<TemplateAttention>()) {
       blank_line();
       line() << "// kernel " << k << " of " << f.name << ": " << (k < notes.size() ? notes[k] : std::string("(no note)"))
              << "\n";
+      const size_t before = out().tellp();
       print_attention_epilogue(f, k, ta);
+      if (units_) print_template_unit(f, k, attention_unit_call(ta), out().str().substr(before));
       continue;
     }
     FindLaunchShape launch;
@@ -530,11 +532,9 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
 // The functor's name must differ between different units: the template instantiations it names
 // (kernels and their host-side launch functions) are merged by the linker across the library's
 // objects, and two functors of one name would leave every unit calling one of them.
-void CudaPrinter::print_template_unit(const FunctionLayout& f, size_t stage, const TemplateContraction* op,
-                                      std::string epilogue_text) {
-  const std::string split_type = op->split_k.defined() ? storage_type_name(op->split_k->dtype) : "float";
-  const std::string params = "(const kiln::gemm::Problem* problem_in, const void* epilogue_in, " + split_type +
-                             "* split, int64_t split_bytes, cudaStream_t stream)";
+void CudaPrinter::print_template_unit(const FunctionLayout& f, size_t stage, const UnitCall& call, std::string epilogue_text) {
+  const std::string params = "(const " + call.problem_type + "* problem_in, const void* epilogue_in" + call.params +
+                             ", cudaStream_t stream)";
   // The unit with its functor named `functor` and its launcher `launcher`.
   auto unit = [&](const std::string& functor, const std::string& launcher) {
     std::string text = epilogue_text;
@@ -542,9 +542,9 @@ void CudaPrinter::print_template_unit(const FunctionLayout& f, size_t stage, con
     for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + functor.size())) {
       text.replace(at, name.size(), functor);
     }
-    return prologue() + "\n// " + op->description + "\n" + text + "\nextern \"C\" cudaError_t " + launcher + params +
-           " {\n  const kiln::gemm::Problem& problem = *problem_in;\n  const " + functor + "& epilogue = *static_cast<const " +
-           functor + "*>(epilogue_in);\n  return\n" + gemm_call(op, "split, split_bytes", "stream") + ";\n}\n";
+    return prologue() + "\n// " + call.description + "\n" + text + "\nextern \"C\" cudaError_t " + launcher + params +
+           " {\n  const " + call.problem_type + "& problem = *problem_in;\n  const " + functor + "& epilogue = *static_cast<const " +
+           functor + "*>(epilogue_in);\n" + call.bindings + "  return\n" + call.call + ";\n}\n";
   };
   char hash[20];
   std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>()(unit("kiln_unit_epilogue", "kiln_unit_launch")));
@@ -552,6 +552,33 @@ void CudaPrinter::print_template_unit(const FunctionLayout& f, size_t stage, con
   launchers_[kernel_name(f, stage)] = launcher;
   line() << "extern \"C\" cudaError_t " << launcher << params << ";  // in a translation unit of its own\n";
   if (unit_launchers_.insert(launcher).second) units_->push_back(unit(std::string("kiln_unit_epilogue_") + hash, launcher));
+}
+
+CudaPrinter::UnitCall CudaPrinter::contraction_unit_call(const TemplateContraction* op) {
+  UnitCall u;
+  u.description = op->description;
+  u.problem_type = "kiln::gemm::Problem";
+  if (op->b[0].window) {
+    const std::string element = type_name(op->a.buffer->dtype);
+    u.params = ", const kiln::gemm::ConvShape* shape_in";
+    if (op->split_k.defined()) u.params += ", " + element + "* workspace, int64_t workspace_bytes";
+    u.bindings = "  const kiln::gemm::ConvShape& shape = *shape_in;\n";
+    u.call = "    " + conv_call(op, element, op->split_k.defined() ? "workspace, workspace_bytes, " : "", "stream");
+    return u;
+  }
+  const std::string split_type = op->split_k.defined() ? storage_type_name(op->split_k->dtype) : "float";
+  u.params = ", " + split_type + "* split, int64_t split_bytes";
+  u.call = gemm_call(op, "split, split_bytes", "stream");
+  return u;
+}
+
+CudaPrinter::UnitCall CudaPrinter::attention_unit_call(const TemplateAttention* op) {
+  UnitCall u;
+  u.description = op->description;
+  u.problem_type = "kiln::gemm::AttentionProblem";
+  u.call = "    kiln::gemm::attention<" + type_name(op->q.buffer->dtype) + ", " + std::to_string(op->head_dim) +
+           ">(problem, epilogue, stream)";
+  return u;
 }
 
 // The call of the template the schedule chose, as an expression of `problem`, `epilogue`, the
@@ -663,11 +690,18 @@ void CudaPrinter::print_w4_call(const FunctionLayout& f, size_t stage, const Tem
 // A convolution's B operand (an implicit im2col): its window as a kiln::gemm::ConvShape and one
 // call of the implicit-GEMM template, with the workspace for the Hopper kernel's repacked weight
 // where lowering reserved one.
+std::string CudaPrinter::conv_call(const TemplateContraction* op, const std::string& element, const std::string& workspace_args,
+                                   const std::string& cuda_stream) {
+  const GemmTile& tile = op->config.conv_tile;
+  auto s = [](int64_t v) { return std::to_string(v); };
+  return "kiln::gemm::conv<" + element + ", kiln::gemm::TileConfig<" + s(tile.bm) + ", " + s(tile.bn) + ", " + s(tile.bk) + ", " +
+         s(tile.warps_m) + ", " + s(tile.warps_n) + ", " + s(tile.stages) + ">>(problem, shape, epilogue, " + workspace_args +
+         cuda_stream + ")";
+}
+
 void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op,
                                   const std::string& element) {
   const ConvWindow& w = *op->b[0].window;
-  const GemmTile& tile = op->config.conv_tile;
-  auto s = [](int64_t v) { return std::to_string(v); };
   line() << "kiln::gemm::ConvShape shape;\n";
   line() << "shape.x = " << buffer_name(op->b[0].buffer) << ";\n";
   line() << "shape.channels = " << expr(w.channels) << ";\n";
@@ -688,9 +722,13 @@ void CudaPrinter::print_conv_call(const FunctionLayout& f, size_t stage, const T
       op->split_k.defined() ? buffer_name(op->split_k) + ", static_cast<int64_t>(" + expr(op->split_k.num_elements()) + ") * sizeof(" +
                                   element + "), "
                             : std::string();
-  line() << "const cudaError_t launched = kiln::gemm::conv<" << element << ", kiln::gemm::TileConfig<" << s(tile.bm)
-         << ", " << s(tile.bn) << ", " << s(tile.bk) << ", " << s(tile.warps_m) << ", " << s(tile.warps_n) << ", "
-         << s(tile.stages) << ">>(problem, shape, epilogue, " << workspace << "static_cast<cudaStream_t>(stream));\n";
+  auto launcher = launchers_.find(kernel_name(f, stage));
+  if (launcher != launchers_.end()) {
+    line() << "const cudaError_t launched = " << launcher->second << "(&problem, &epilogue, &shape, " << workspace
+           << "static_cast<cudaStream_t>(stream));\n";
+  } else {
+    line() << "const cudaError_t launched = " << conv_call(op, element, workspace, "static_cast<cudaStream_t>(stream)") << ";\n";
+  }
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
 }
 
@@ -762,8 +800,13 @@ void CudaPrinter::print_attention_call(const FunctionLayout& f, size_t stage, co
   line() << "problem.scale = " << expr(FloatImm::make(Type(DType::Float32), op->scale)) << ";\n";
   line() << "const " << epilogue_name(f, stage) << " epilogue{"
          << compute_args(f, buffers_used(f, attention_functor_body(op))) << "};\n";
-  line() << "const cudaError_t launched = kiln::gemm::attention<" << type_name(op->q.buffer->dtype) << ", "
-         << op->head_dim << ">(problem, epilogue, static_cast<cudaStream_t>(stream));\n";
+  auto launcher = launchers_.find(kernel_name(f, stage));
+  if (launcher != launchers_.end()) {
+    line() << "const cudaError_t launched = " << launcher->second << "(&problem, &epilogue, static_cast<cudaStream_t>(stream));\n";
+  } else {
+    line() << "const cudaError_t launched = kiln::gemm::attention<" << type_name(op->q.buffer->dtype) << ", "
+           << op->head_dim << ">(problem, epilogue, static_cast<cudaStream_t>(stream));\n";
+  }
   line() << "if (launched != cudaSuccess) return kiln_launch_failed(signature, \"" << kernel_name(f, stage) << "\", launched);\n";
   close_block();
 }

@@ -49,9 +49,21 @@ class CudaPrinter : public CodePrinter {
 
  private:
   std::string kernel_name(const FunctionLayout& f, size_t stage);
-  void print_template_unit(const FunctionLayout& f, size_t stage, const ir::TemplateContraction* op,
-                           std::string epilogue_text);
+  // A template call's unit of its own (ModuleOptions::template_units); see CudaPrinter.cpp.
+  struct UnitCall {
+    std::string description;
+    std::string problem_type;  // what the launcher's first parameter points to
+    std::string params;        // the parameters after the problem and the functor (", ...")
+    std::string bindings;      // statements binding those parameters for `call`
+    std::string call;          // the template call: an expression of `problem`, `epilogue`, `stream`
+  };
+  void print_template_unit(const FunctionLayout& f, size_t stage, const UnitCall& call, std::string epilogue_text);
   std::string gemm_call(const ir::TemplateContraction* op, const std::string& split_arg, const std::string& cuda_stream);
+  // The convolution template's call; `workspace_args`: "" or "<pointer>, <bytes>, ".
+  std::string conv_call(const ir::TemplateContraction* op, const std::string& element, const std::string& workspace_args,
+                        const std::string& cuda_stream);
+  UnitCall contraction_unit_call(const ir::TemplateContraction* op);
+  UnitCall attention_unit_call(const ir::TemplateAttention* op);
   std::vector<std::string>* units_ = nullptr;
   std::map<std::string, std::string> launchers_;  // by kernel name: the launcher of its unit
   std::set<std::string> unit_launchers_;     // launchers whose unit is written (once per module)

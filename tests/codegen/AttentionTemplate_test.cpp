@@ -68,5 +68,28 @@ TEST(AttentionTemplate, GeneratedCallsCompileForEveryArchitecture) {
   test::expect_cuda_compiles_for_every_architecture("attention_template", source_text);
 }
 
+// With template units (kiln compile, kiln tune): the attention call is a unit of its own, which
+// compiles on its own (sm_90, as kiln tune builds it); the module calls its launcher.
+TEST(AttentionTemplate, CallIsAUnitOfItsOwn) {
+  std::vector<LoweredFunc> funcs;
+  for (auto& f : codegen::lower_graph(exported_attention(DType::Float16, 64), codegen::Target::Cuda, "attention")) {
+    funcs.push_back(std::move(f.func));
+  }
+  std::vector<std::string> units;
+  codegen::ModuleOptions options;
+  options.template_units = &units;
+  const std::string module = codegen::generate_module(funcs, codegen::Target::Cuda, options);
+  ASSERT_EQ(units.size(), 1u) << module;
+  EXPECT_EQ(module.find("kiln::gemm::attention<"), std::string::npos) << module;
+  const std::string& u = units[0];
+  EXPECT_NE(u.find("kiln::gemm::attention<__half, 64>(problem, epilogue, stream)"), std::string::npos) << u;
+  EXPECT_NE(u.find("const kiln::gemm::AttentionProblem& problem = *problem_in;"), std::string::npos) << u;
+  const size_t at = u.find("extern \"C\" cudaError_t kiln_gemm_unit_");
+  ASSERT_NE(at, std::string::npos) << u;
+  const std::string launcher = u.substr(at + 23, u.find('(', at) - at - 23);
+  EXPECT_NE(module.find(launcher + "(&problem, &epilogue, static_cast<cudaStream_t>(stream));"), std::string::npos) << module;
+  test::expect_cuda_compiles("attention_unit", u, {"sm_90"});
+}
+
 }  // namespace
 }  // namespace kiln

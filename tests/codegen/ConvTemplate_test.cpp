@@ -87,5 +87,35 @@ TEST(ConvTemplate, GeneratedCallsCompileForEveryArchitecture) {
   test::expect_cuda_compiles_for_every_architecture("conv_template", source_text);
 }
 
+// With template units (kiln compile, kiln tune): each convolution's call is a unit of its own, the
+// module passing the problem, its functor, the window shape and the Hopper kernel's workspace to the
+// unit's launcher. The units compile on their own (sm_90, as kiln tune builds them).
+TEST(ConvTemplate, CallsAreUnitsOfTheirOwn) {
+  std::vector<LoweredFunc> funcs;
+  for (auto& f : codegen::lower_graph(conv_stack(DType::Float16), codegen::Target::Cuda, "convs")) funcs.push_back(std::move(f.func));
+  std::vector<std::string> units;
+  codegen::ModuleOptions options;
+  options.template_units = &units;
+  const std::string module = codegen::generate_module(funcs, codegen::Target::Cuda, options);
+  ASSERT_EQ(units.size(), 4u) << module;
+  EXPECT_EQ(module.find("kiln::gemm::conv<"), std::string::npos) << "the calls are in the units\n" << module;
+  int with_workspace = 0;
+  std::string wgmma_unit;
+  for (const std::string& u : units) {
+    const size_t at = u.find("extern \"C\" cudaError_t kiln_gemm_unit_");
+    ASSERT_NE(at, std::string::npos) << u;
+    const std::string launcher = u.substr(at + 23, u.find('(', at) - at - 23);
+    EXPECT_NE(module.find(launcher + "(&problem, &epilogue, &shape, "), std::string::npos) << launcher << "\n" << module;
+    EXPECT_NE(u.find("const kiln::gemm::ConvShape& shape = *shape_in;"), std::string::npos) << u;
+    if (u.find("(problem, shape, epilogue, workspace, workspace_bytes, stream)") != std::string::npos) {
+      ++with_workspace;
+      wgmma_unit = u;
+    }
+  }
+  EXPECT_EQ(with_workspace, 2) << "c3 and the 1-D c2 (C = 16): the Hopper kernel's workspace";
+  EXPECT_NE(module.find("(&problem, &epilogue, &shape, c3_conv_acc_conv_wgmma, static_cast<int64_t>("), std::string::npos) << module;
+  test::expect_cuda_compiles("conv_unit", wgmma_unit, {"sm_90"});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -39,7 +39,7 @@ def test_contraction_units_are_sources_of_their_own_and_stale_ones_go(tmp_path):
         assert run.returncode == 0, run.stdout + run.stderr
         units = sorted(p.name for p in out.glob("*_gemm*.cu"))
         assert units == [f"linears_gemm{i}.cu" for i in range(count)], (count, units, run.stdout)
-        assert f"and {count} contraction unit(s) beside it" in run.stdout, run.stdout
+        assert f"and {count} template unit(s) beside it" in run.stdout, run.stdout
         main = (out / "linears.cu").read_text()
         assert "kiln::gemm::gemv<" not in main, "the template calls are in the units"
         for unit in units:

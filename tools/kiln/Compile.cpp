@@ -42,7 +42,7 @@ struct CompileOptions {
 };
 
 
-// Whether `file` is a contraction unit kiln compile writes for function `name`: <name>_gemm<i><ext>.
+// Whether `file` is a template unit kiln compile writes for function `name`: <name>_gemm<i><ext>.
 bool is_contraction_unit(const std::string& file, const std::string& name, const std::string& ext) {
   const std::string prefix = name + "_gemm";
   if (file.size() <= prefix.size() + ext.size() || !file.starts_with(prefix) || !file.ends_with(ext)) return false;
@@ -171,8 +171,8 @@ int run_compile(const CompileOptions& options) {
     package::write_model_reference(graph, dir.string());
     std::cout << "reference inputs and CPU-backend outputs -> " << (dir / "reference").string() << "\n";
   }
-  // CUDA: each contraction template call in a translation unit of its own (<function>_gemm<i>.cu,
-  // the same text for the same contraction and epilogue, written once), so that the units, which
+  // CUDA: each template call (GEMM, convolution, attention) in a translation unit of its own
+  // (<function>_gemm<i>.cu, the same text for the same call and epilogue, written once), so that the units, which
   // hold most of the build, compile in parallel here and in a CMake build of the folder.
   std::set<std::string> units_written;
   for (const codegen::GraphFunction& f : functions) {  // units an earlier build of the folder left
@@ -201,7 +201,7 @@ int run_compile(const CompileOptions& options) {
     }
     std::cout << "[" << (k + 1) << "/" << functions.size() << "] " << f.name << ": "
               << std::max<size_t>(1, f.stage_notes.size()) << " kernel(s) -> " << source.string()
-              << (written ? " and " + std::to_string(written) + " contraction unit(s) beside it" : std::string()) << "\n";
+              << (written ? " and " + std::to_string(written) + " template unit(s) beside it" : std::string()) << "\n";
     std::cout.flush();
   }
   std::string notes = "# Schedules\n\nrecords: " + (records_path.empty() ? std::string("(none)") : records_path) + " (" +
@@ -259,8 +259,8 @@ void register_compile(CLI::App& app) {
       "Generate kernels for an ONNX model (the whole graph as one function, or one function per node\n"
       "given with --nodes) and build them into one shared library. Every function is exported through\n"
       "the kernel contract: kiln_<name>(args, num_args, workspace, stream) and kiln_signature_<name>().\n"
-      "Writes DIR/<name>.cu (or .cpp), DIR/<name>_gemm<i>.cu (CUDA: each contraction's template call, a\n"
-      "translation unit of its own), DIR/<name>.json (signature), DIR/include/ (headers the sources need),\n"
+      "Writes DIR/<name>.cu (or .cpp), DIR/<name>_gemm<i>.cu (CUDA: each template call, GEMM, convolution\n"
+      "or attention, a translation unit of its own), DIR/<name>.json (signature), DIR/include/ (headers the sources need),\n"
       "DIR/CMakeLists.txt, and DIR/lib<model>.so when nvcc (or the host compiler) is there, its sources\n"
       "compiled in parallel (--jobs).\n"
       "With --model: a model library (kiln/runtime/kiln_model.h): one function `main` over the graph's inputs\n"
