@@ -108,7 +108,8 @@ void register_tune(CLI::App& app) {
                   "Kernels searched at once per GPU (default 2): they build in parallel and take the GPU in turn");
   cmd->add_option("--workers", o.cpu_workers, "--target cpu: worker processes (default 1)");
   cmd->add_option("--build-jobs", o.build_jobs,
-                  "Compilers run at once per worker (default: the machine's cores divided by the GPUs or workers)");
+                  "Compilers per GPU or worker (default: the machine's cores divided by the GPUs or workers); a round "
+                  "is built by kiln tune with those of all the GPUs it is measured on");
   cmd->add_option("--repeats", o.run.repeats, "Timed calls per candidate (default 20)");
   cmd->add_option("--worker-timeout", o.worker_timeout_s, "Seconds a worker may take for its shard (default 300)");
   cmd->add_option("--work-dir", o.work_dir, "Sources, libraries and logs (default kiln-tune)");
