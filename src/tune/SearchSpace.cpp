@@ -1,7 +1,9 @@
 #include "kiln/tune/SearchSpace.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "kiln/codegen/GraphFunctions.h"
 #include "kiln/ir/IROperator.h"
@@ -9,6 +11,7 @@
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/ir/Simplify.h"
 #include "kiln/support/Error.h"
+#include "kiln/support/Parallel.h"
 
 namespace kiln::tune {
 
@@ -105,6 +108,65 @@ void add_contraction_knobs(SearchSpace& space) {
   if (paths.dual_wgmma) space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
 }
 
+// Drops the knobs none of whose values changes the printed code, from the default or from any
+// hand-picked point (those reach stages the kernel has in no form of its own: a CNN's BatchNorm
+// and ReLU are in its convolutions' epilogues, so its elementwise knobs print the same module).
+// They would spend trials on candidates that build to the same library. A knob that matters only
+// together with another is kept where a hand-picked point sets that other (row_cache_bytes with
+// row_threads). The hand-picked points lose the dropped knobs, and those that become the default
+// or another point go.
+void drop_dead_knobs(SearchSpace& space, int jobs) {
+  if (space.target != codegen::Target::Cuda || space.knobs.empty()) return;
+  std::vector<Candidate> anchors = {space.default_candidate()};
+  for (const Candidate& c : space.known_good_) anchors.push_back(c);
+  // Each anchor, and each anchor with one knob's value changed: the candidates to print.
+  std::map<std::string, Candidate> points;
+  for (const Candidate& a : anchors) {
+    points.emplace(candidate_text(a), a);
+    for (const Knob& k : space.knobs) {
+      for (int64_t v : k.values) {
+        Candidate c = a;
+        c[k.name] = v;
+        if (c != a && space.illegal_reason(c).empty()) points.emplace(candidate_text(c), c);
+      }
+    }
+  }
+  std::vector<const Candidate*> order;
+  for (const auto& [text, c] : points) order.push_back(&c);
+  std::vector<size_t> code(order.size());  // a hash of the module each point prints
+  parallel_for(order.size(), jobs, [&](size_t i) {
+    const Schedule schedule = default_gpu_schedule(space.kernel.inputs, space.kernel.outputs, schedule_options(*order[i]));
+    code[i] = std::hash<std::string>()(
+        codegen::generate_module({codegen::lower_kernel(space.kernel, space.target, &schedule).func}, space.target));
+  });
+  std::map<std::string, size_t> code_of;
+  for (size_t i = 0; i < order.size(); ++i) code_of[candidate_text(*order[i])] = code[i];
+  std::set<std::string> alive;
+  for (const Candidate& a : anchors) {
+    const size_t mine = code_of.at(candidate_text(a));
+    for (const Knob& k : space.knobs) {
+      for (int64_t v : k.values) {
+        Candidate c = a;
+        c[k.name] = v;
+        auto it = code_of.find(candidate_text(c));
+        if (it != code_of.end() && it->second != mine) alive.insert(k.name);
+      }
+    }
+  }
+  std::vector<Knob> kept;
+  for (const Knob& k : space.knobs) {
+    if (alive.count(k.name)) kept.push_back(k);
+  }
+  space.knobs = kept;
+  const Candidate base = space.default_candidate();
+  std::vector<Candidate> good;
+  for (Candidate c : space.known_good_) {
+    for (auto it = c.begin(); it != c.end();) it = alive.count(it->first) ? std::next(it) : c.erase(it);
+    if (c != base && std::find(good.begin(), good.end(), c) == good.end()) good.push_back(c);
+  }
+  space.known_good_ = good;
+}
+
 }  // namespace
 
 std::string candidate_text(const Candidate& c) {
@@ -177,7 +239,7 @@ std::string SearchSpace::illegal_reason(const Candidate& c) const {
   return "";
 }
 
-SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Target target) {
+SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Target target, int jobs) {
   SearchSpace space;
   space.target = target;
   space.kernel = kernel;
@@ -239,6 +301,7 @@ SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Targe
   with({{"wgmma_wide_min_k", 4096}});
   with({{"wgmma_dual_tile", 1}});  // the harness's fastest dual tile at Gemma's M = 816 alone
   with({{"float_intermediates", 1}});
+  drop_dead_knobs(space, jobs);
   return space;
 }
 

@@ -264,7 +264,13 @@ KernelReport tune_kernel(const TuneOptions& options, const codegen::KernelDefini
   report.kernel = kernel.name;
   const KernelKey key = kernel_key(kernel);
   report.hash = key.hash, report.shape = key.shape, report.dtypes = key.dtypes;
-  const SearchSpace space = search_space(kernel, options.target);
+  const SearchSpace space = search_space(kernel, options.target, available_cores());
+  if (space.knobs.empty()) {
+    report.note = "not tuned: no knob changes this kernel's code (its stages are template calls or in their epilogues); "
+                  "the default schedule stays";
+    report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return report;
+  }
   // --batch is per slot: a loop with several slots measures as many more candidates per round.
   StrategyOptions strategy_options = options.strategy;
   strategy_options.batch *= static_cast<int>(seats.size());

@@ -164,7 +164,7 @@ void run_worker(const WorkerTask& task, const std::string& out) {
   }
   const bool build_here = built.empty();
   try {
-    if (build_here) built = build_candidates(kernel, search_space(kernel, task.target), task.candidates, build);
+    if (build_here) built = build_candidates(kernel, search_space(kernel, task.target, task.build_jobs), task.candidates, build);
   } catch (...) {
     reference.join();
     throw;

@@ -182,6 +182,35 @@ TEST(SearchSpace, HalfChainHasTheFloatIntermediatesKnob) {
   }
 }
 
+// Knobs that reach no code are dropped: a float16 Conv3x3 + BatchNormalization + Relu has its
+// normalization and Relu in the convolution's epilogue, so kiln generates no kernel of its own and
+// the elementwise knobs (vector width, threads per block) print the same module; only
+// float_intermediates (the epilogue's rounding) is left. A bare convolution has nothing to tune.
+TEST(SearchSpace, KnobsThatReachNoCodeAreDropped) {
+  auto conv_model = [](bool epilogue) {
+    test::TestGraph t(17, false);
+    const DType h = DType::Float16;
+    const int x = t.input("x", h, {ir::Expr(2), ir::Expr(16), ir::Expr(12), ir::Expr(12)});
+    const int w = t.input("w", h, {ir::Expr(32), ir::Expr(16), ir::Expr(3), ir::Expr(3)});
+    const int conv = t.node("conv", OpKind::Conv, {x, w}, {{"pads", test::ints_attr({1, 1, 1, 1})}});
+    if (!epilogue) {
+      t.output(conv);
+      return t.graph;
+    }
+    const int bn = t.node("bn", OpKind::BatchNormalization,
+                          {conv, t.input("scale", h, {ir::Expr(32)}), t.input("bias", h, {ir::Expr(32)}),
+                           t.input("mean", h, {ir::Expr(32)}), t.input("var", h, {ir::Expr(32)})});
+    t.output(t.node("relu", OpKind::Relu, {bn}));
+    return t.graph;
+  };
+  const SearchSpace cnn = search_space(test::only_kernel(conv_model(true)), codegen::Target::Cuda, 2);
+  std::vector<std::string> names;
+  for (const Knob& k : cnn.knobs) names.push_back(k.name);
+  EXPECT_EQ(names, std::vector<std::string>{"float_intermediates"});
+  for (const Candidate& c : cnn.known_good()) EXPECT_EQ(candidate_text(c), "float_intermediates=1");
+  EXPECT_TRUE(search_space(test::only_kernel(conv_model(false)), codegen::Target::Cuda, 2).knobs.empty());
+}
+
 TEST(SearchSpace, CpuKnobsAreCompilerFlags) {
   const SearchSpace s = search_space(test::only_kernel(test::softmax_graph(4, 64, DType::Float32)), codegen::Target::Cpu);
   EXPECT_EQ(s.size(), 12);

@@ -53,7 +53,10 @@ class SearchSpace {
   std::vector<Candidate> known_good_;
 };
 
-SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Target target);
+// The knobs of the kernel's stages, less those that change no code (each of their values printed
+// from the default and from each hand-picked point, `jobs` at a time; a kernel whose every stage
+// is a template call or in a template's epilogue may be left with none: nothing to tune).
+SearchSpace search_space(const codegen::KernelDefinition& kernel, codegen::Target target, int jobs = 1);
 
 // The schedule options a CUDA candidate stands for (knobs the space lacks keep their defaults).
 DefaultScheduleOptions schedule_options(const Candidate& c);
