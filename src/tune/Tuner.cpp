@@ -132,8 +132,8 @@ std::vector<BuiltCandidate> build_batch(const TuneOptions& options, const codege
   request.work_dir = fs::absolute(fs::path(options.work_dir) / "build").string();
   request.jobs = jobs;
   request.object_cache = object_cache;
-  // The reference lowers on this thread (lowering is not shared across threads here), then
-  // compiles and runs beside the build. One that fails is left to the workers, which report it.
+  // The reference, lowered here, compiles and runs on a thread beside the build. One that fails is
+  // left to the workers, which compute it again and report why.
   RunRequest run = options.run;
   run.target = options.target;
   std::unique_ptr<Runner> runner;
@@ -184,7 +184,6 @@ std::vector<Record> measure_batch(const TuneOptions& options, const codegen::Ker
                                   int round, const std::vector<Seat>& seats, int build_jobs) {
   const bool cuda = options.target == codegen::Target::Cuda;
   const size_t workers = std::min(batch.size(), seats.size());
-
   std::vector<WorkerTask> tasks(workers);
   for (size_t w = 0; w < workers; ++w) {
     WorkerTask& t = tasks[w];
