@@ -34,7 +34,7 @@ std::string read_file(const std::string& path) {
 }
 
 // One library per candidate: the function and the library entry points in one translation unit,
-// plus (CUDA) a unit per GEMM template call.
+// plus (CUDA) a unit per template call.
 struct LibrarySource {
   std::string main;
   std::vector<std::string> units;
@@ -61,9 +61,6 @@ std::string hex_hash(const std::string& text) {
   return hex;
 }
 
-}  // namespace
-
-namespace {
 // Whether a mangled function name is that of a free function whose name starts with `prefix`
 // (_Z<length><name>...): not a template instantiated with a type of that name (a template kernel's
 // epilogue functor is named after its stage).
@@ -73,6 +70,7 @@ bool is_named(const std::string& mangled, const std::string& prefix) {
   while (at < mangled.size() && std::isdigit(static_cast<unsigned char>(mangled[at]))) ++at;
   return at > 2 && mangled.compare(at, prefix.size(), prefix) == 0;
 }
+
 }  // namespace
 
 void parse_ptxas_report(const std::string& log, const std::string& kernels, int& registers, int& spill_bytes) {
@@ -264,12 +262,15 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
   std::mutex mutex;
   std::vector<size_t> second_pass;
   const size_t first_pass_units = to_compile.size();
-  // 2. Each candidate's own unit, compiled in the same pool as the template units: it needs none of
-  //    them until it is linked, so the candidates do not wait for the slowest unit (the Hopper
-  //    GEMM's) to start. The units go first.
   // A candidate is named after all that is built (CPU candidates of one source differ in their
   // flags) and how: a library of that name from an earlier round (or run) in this folder is the
   // same build, and is reused with its compiler log.
+  // Its registers are its generated kernels' (<function>_k<stage>...): the unit also holds template
+  // kernels (the 4-bit layers'; every template's under KILN_TUNE_TEMPLATE_UNITS=0), whose registers go
+  // with their own block sizes, not the knobs'.
+  auto read_registers = [&](BuiltCandidate& b, const std::string& log) {
+    if (cuda) parse_ptxas_report(read_file(log), b.function + "_k", b.registers, b.spill_bytes);
+  };
   std::vector<std::string> stems(candidates.size());
   std::vector<size_t> to_build;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -278,12 +279,15 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     stems[i] = (fs::path(request.work_dir) / ("cand_" + hex_hash(plan.texts[i] + units.key()))).string();
     if (fs::exists(stems[i] + ".so") && fs::exists(stems[i] + ".log")) {
       b.library = stems[i] + ".so";
-      if (cuda) parse_ptxas_report(read_file(stems[i] + ".log"), b.function + "_k", b.registers, b.spill_bytes);
+      read_registers(b, stems[i] + ".log");
       ++t.reused;
       continue;
     }
     to_build.push_back(i);
   }
+  // 2. Each candidate's own unit, compiled in the same pool as the template units: it needs none of
+  //    them until it is linked, so the candidates do not wait for the slowest unit (the Hopper
+  //    GEMM's) to start. The units go first.
   auto compile_candidate = [&](size_t i) {
     BuiltCandidate& b = built[i];
     const std::string source = stems[i] + (cuda ? ".cu" : ".cpp");
@@ -293,9 +297,7 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
     options.extra_flags = cuda ? std::vector<std::string>{"-Xptxas", "-v"} : cpu_flags(b.knobs);
     try {
       codegen::build_shared_library({source}, stems[i] + ".o", options);
-      // The generated kernels' (named <function>_k<stage>...): the unit also holds template kernels
-      // (attention, convolutions) whose registers go with their own block sizes, not the knobs'.
-      if (cuda) parse_ptxas_report(read_file(options.log_path), b.function + "_k", b.registers, b.spill_bytes);
+      read_registers(b, options.log_path);
     } catch (const UserError& e) {
       b.error = e.what();
     }

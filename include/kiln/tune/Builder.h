@@ -4,7 +4,7 @@
 // same as an earlier one's are not built twice, and the sources are compiled into one shared
 // library each, `jobs` compilers at a time (nvcc with -Xptxas -v, whose register and spill report
 // is kept; or the host compiler for the CPU target).
-// CUDA: the GEMM template calls are printed as translation units of their own
+// CUDA: the template calls (GEMM, convolution, attention) are printed as translation units of their own
 // (ModuleOptions::template_units) and compiled once into `object_cache`, keyed by their text and
 // flags: candidates that change only other kernels' knobs (and every later round and worker)
 // link the cached objects, so a model's contractions are not recompiled for each candidate.
@@ -55,8 +55,8 @@ std::string reference_source(const LoweredFunc& cpu_func);
 // library's path. Lowers nothing, so it may run beside another thread's lowering.
 std::string build_reference(const std::string& source, const std::string& work_dir);
 
-// Parses nvcc -Xptxas -v output: the largest register count and spill bytes of the kernels whose
-// (mangled) name contains `kernels` ("" for every kernel); -1 where none was reported.
+// Parses nvcc -Xptxas -v output: the largest register count and spill bytes of the functions whose
+// name starts with `kernels` (mangled or extern "C"; "" for every kernel); -1 where none was reported.
 void parse_ptxas_report(const std::string& log, const std::string& kernels, int& registers, int& spill_bytes);
 
 }  // namespace kiln::tune
