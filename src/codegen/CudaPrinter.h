@@ -49,7 +49,7 @@ class CudaPrinter : public CodePrinter {
 
  private:
   std::string kernel_name(const FunctionLayout& f, size_t stage);
-  // A template call's unit of its own (ModuleOptions::template_units); see CudaPrinter.cpp.
+  // A template call's unit of its own (ModuleOptions::template_units); see CudaPrinterTemplates.cpp.
   struct UnitCall {
     std::string description;
     std::string problem_type;  // what the launcher's first parameter points to
