@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../../src/tune/FileLock.h"
+#include "../ops/TestGraph.h"
 #include "TuneTestModels.h"
 #include "kiln/tune/Apply.h"
 
@@ -143,6 +144,30 @@ TEST(Tuner, KernelsAreTunedConcurrentlyOnePerWorker) {
     if (name.size() > 9 && name.substr(name.size() - 9) == ".expected") ++cached;
   }
   EXPECT_EQ(cached, 2);
+}
+
+// A kernel whose knobs change none of its code (a bare float16 convolution: one template call) is
+// reported not tuned, and nothing is built or measured (no GPU needed: no worker starts).
+TEST(Tuner, KernelWithoutKnobsIsNotTuned) {
+  const std::string dir = test::temp_dir("tuner_no_knobs");
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {ir::Expr(2), ir::Expr(16), ir::Expr(12), ir::Expr(12)});
+  const int w = t.input("w", DType::Float16, {ir::Expr(32), ir::Expr(16), ir::Expr(3), ir::Expr(3)});
+  t.output(t.node("conv", OpKind::Conv, {x, w}, {{"pads", test::ints_attr({1, 1, 1, 1})}}));
+  t.graph.name = "conv";
+  save_onnx(t.graph, dir + "/conv.onnx");
+  TuneOptions o = cpu_options(dir, dir + "/conv.onnx");
+  o.target = codegen::Target::Cuda;
+  o.arch = "sm_90";
+  o.kiln_exe = "/bin/false";  // a worker, if one started, would measure nothing
+  const std::vector<KernelReport> reports = tune_model(o);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].trials, 0);
+  EXPECT_EQ(reports[0].note,
+            "not tuned: no knob changes this kernel's code (its stages are template calls or in their epilogues); the "
+            "default schedule stays");
+  EXPECT_FALSE(fs::exists(o.work_dir + "/build")) << "a candidate was built";
+  fs::remove_all(dir);
 }
 
 TEST(Tuner, WorkersThatFailAreRecordedAndNeverChosen) {
