@@ -420,7 +420,7 @@ def bench_model(name, module, model_path, kiln_dir, shapes, dtype, limit, rows):
 PROFILE = False  # --profile: per-kernel GPU times of kiln and torch.compile for each model shape
 
 
-def profile_kernels(label, fn, calls=10):
+def profile_kernels(label, fn, calls=10, top=12):
     """Prints each kernel's GPU time per call (CUPTI through torch.profiler), largest first."""
     from torch.profiler import ProfilerActivity, profile
     with torch.no_grad():
@@ -434,7 +434,7 @@ def profile_kernels(label, fn, calls=10):
     kernels.sort(key=lambda e: -e.self_device_time_total)
     total = sum(e.self_device_time_total for e in kernels) / calls
     print("profile %s: %.1f us of kernels per call" % (label, total))
-    for e in kernels[:12]:
+    for e in kernels[:top]:
         print("  %8.1f us  %4d/call  %s" % (e.self_device_time_total / calls, e.count // calls, e.key[:110]))
 
 
