@@ -2,7 +2,7 @@
 # One device call: where the three hidden-style models' time goes, kiln against torch.compile:
 # profile_layer.py (the Gemma layer, TOKENS) and bench/contraction/bench.py --profile on the ViT block
 # and the CNN, all compiled at once, then timed and profiled one after another.
-#   device call: command "OUT=$OUT bash .carry/tune/profile_run.sh", carry [".carry/tune"]
+#   device call: command "OUT=$OUT bash .carry/tune/profile_run.sh", carry [".carry/tune", ".carry/core"]
 # Knobs: TOKENS (16,816), ONLY (bench.py --only: vit,cnn).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-profile-out}"
