@@ -85,6 +85,12 @@ CONV_CASES = [
     ([8, 20, 20], [8, 8, 5, 5], [1, 3], [2, 2, 2, 2], [1, 1], 1),       # 5x5, mixed strides
     ([64, 7, 7], [64, 64, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),      # K = 576, few pixels
     ([40, 37], [48, 40, 5], [2], [2, 1], [1], 1),                       # 1-D
+    # conv_direct.cuh (C * KH * KW <= 32; case 0 above too): mixed strides and dilations, asymmetric
+    # pads, M off its 8-channel passes; one channel 5x5; 1-D; then C = 3 with 7x7 (K = 147: the gather kernel)
+    ([3, 21, 18], [20, 3, 3, 3], [2, 1], [0, 1, 2, 0], [1, 2], 1),
+    ([1, 30, 30], [5, 1, 5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 1),
+    ([2, 50], [16, 2, 9], [2], [4, 3], [1], 1),
+    ([3, 16, 16], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3], [1, 1], 1),
     # conv_patch.cuh (C a multiple of 16, even width); the cases above take the gather kernel:
     ([16, 14, 14], [40, 16, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),   # 4-byte patch copies, M off the tile
     ([32, 12, 20], [72, 32, 3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 1),   # dilation 2, 8-byte copies

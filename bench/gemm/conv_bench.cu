@@ -1,5 +1,6 @@
 // Check-then-time harness for the implicit-GEMM convolution templates
-// (kernels/gemm/conv_wgmma.cuh, conv_patch.cuh and the gather kernel of conv_implicit_gemm.cuh),
+// (kernels/gemm/conv_wgmma.cuh, conv_patch.cuh, conv_direct.cuh and the gather kernel of
+// conv_implicit_gemm.cuh),
 // llm.c style:
 // the convolution layers of bench/contraction's CNN (3x3, pad 1, NCHW fp16, 32x56x56), a stride-2
 // one, then edge shapes (checked only; `./conv_bench all` runs the gather kernel on them too). For
@@ -107,13 +108,15 @@ struct Buffers {
 // kGather 1, 2: the gather kernel (conv_implicit_gemm.cuh) with that gather variant; 0: the patch
 // kernel (conv_patch.cuh; Config unused); 3: the Hopper kernel (conv_wgmma.cuh; Config a
 // WgmmaConfig); 4: conv_auto with the workspace (what generated code runs; Config the gather
-// tile). "n/a" where it does not apply.
+// tile); 5: the direct kernel (conv_direct.cuh; Config unused). "n/a" where it does not apply.
 template <typename Config, int kGather = 1>
 cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
                    const Epilogue& e, const Buffers& b) {
   const int64_t ws = kiln::gemm::conv_wgmma_workspace_bytes(p, s);
   if constexpr (kGather == 0) {
     return kiln::gemm::conv_patch<T>(p, s, e, 0);
+  } else if constexpr (kGather == 5) {
+    return kiln::gemm::conv_direct<T>(p, s, e, 0);
   } else if constexpr (kGather == 3) {
     return kiln::gemm::conv_wgmma<T, Config>(p, s, e, b.workspace, ws, 0);
   } else if constexpr (kGather == 4) {
@@ -281,6 +284,12 @@ int main(int argc, char** argv) {
       // plane a multiple of 8 (16-byte copy), M off the tile.
       edge({2, 3, 13, 11, 24, 3, 1, 1}),    edge({3, 12, 16, 16, 40, 3, 1, 1}),
       edge({2, 3, 8, 24, 64, 3, 1, 1}),
+      // The direct kernel (C * KH * KW <= 32): C = 1, 2, 3; stride 2, pad 0 and 2, dilation 2, 1-D,
+      // asymmetric kernel and stride, output channels off its 8-channel passes (20, 3, 200), one
+      // image, a plane smaller than the 256-pixel block, 5x5 on one channel.
+      edge({3, 3, 17, 19, 20, 3, 2, 1}),    edge({2, 1, 30, 30, 3, 5, 1, 2}),
+      edge({1, 3, 33, 35, 200, 3, 1, 0, 2}), edge({4, 2, 1, 70, 16, 1, 1, 0, 1, 7, 2, 3}),
+      edge({5, 3, 6, 7, 64, 3, 1, 1}),      edge({2, 3, 12, 10, 24, 3, 1, 1, 1, 1, 2, 0}),
   };
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -328,6 +337,7 @@ int main(int argc, char** argv) {
       time_wgmma_steps<kiln::gemm::WgmmaConfig<128, 224, 4, 0>>("wgmma 128x224 cooperative", l, b);
     }
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 5>("direct", l, b, ref);
     if ((l.timed && !ncu_mode) || all_variants) {
       run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("gather 64x128x32, 4 warps", l, b, ref);
       run_variant<TileConfig<128, 128, 32, 2, 4, 2>>("gather 128x128x32, 8 warps", l, b, ref);

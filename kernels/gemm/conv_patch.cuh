@@ -34,6 +34,7 @@
 
 #include <type_traits>
 
+#include "conv_direct.cuh"
 #include "conv_implicit_gemm.cuh"
 #include "conv_wgmma.cuh"
 #include "gemm_problem.cuh"
@@ -417,7 +418,8 @@ cudaError_t conv_patch(const Problem& p, const ConvShape& s, const Epilogue& epi
 // What generated code calls (kiln_gemm.cuh's conv): the Hopper kernel (conv_wgmma.cuh) where it
 // runs (sm_90a build on an sm_90 device, stride 1, C a multiple of 8, a workspace of
 // conv_wgmma_workspace_bytes for the repacked weight and the NHWC image), else the patch kernel
-// where it applies, else the gather kernel of conv_implicit_gemm.cuh with the lowering's tile.
+// where it applies, else the direct kernel (conv_direct.cuh) where C * KH * KW <= 32, else the gather
+// kernel of conv_implicit_gemm.cuh with the lowering's tile.
 template <typename T, typename Config, typename Epilogue>
 cudaError_t conv_auto(const Problem& p, const ConvShape& s, const Epilogue& epilogue, void* workspace,
                       int64_t workspace_bytes, cudaStream_t stream) {
@@ -425,6 +427,8 @@ cudaError_t conv_auto(const Problem& p, const ConvShape& s, const Epilogue& epil
   if (hopper != cudaErrorNotSupported) return hopper;
   const cudaError_t patched = conv_patch<T>(p, s, epilogue, stream);
   if (patched != cudaErrorNotSupported) return patched;
+  const cudaError_t direct = conv_direct<T>(p, s, epilogue, stream);
+  if (direct != cudaErrorNotSupported) return direct;
   return conv_implicit_gemm<T, Config>(p, s, epilogue, stream);
 }
 

@@ -301,7 +301,9 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
                     "where the shapes allow at run time (C a multiple of 16, even input width, "
                     "KH*KW <= 16, the patch fits in shared memory) the input patch kernel (conv_patch.cuh: each "
                     "CTA's input rows with their halo copied once per 16 channels, every tap read from shared "
-                    "memory), else the im2col gathered in the loader (padding taps zero), " +
+                    "memory), else where C*KH*KW <= 32 and at most 256 output channels a direct convolution (conv_direct.cuh: "
+                    "fp32 FMAs, each thread's input taps in registers, the weight in shared memory), else the im2col "
+                    "gathered in the loader (padding taps zero), " +
                     s(g.conv_tile.bm) + "x" + s(g.conv_tile.bn) + "x" + s(g.conv_tile.bk) + " tiles (" +
                     s(g.conv_tile.warps_m * g.conv_tile.warps_n) + " warps, double-buffered)";
   }

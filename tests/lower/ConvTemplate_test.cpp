@@ -120,6 +120,9 @@ TEST(ConvTemplate, Conv2dWithBiasAndReluIsOneImplicitGemmCall) {
   // Which kernel runs is decided at run time (C = 8 here: the gather kernel); the reason names both.
   EXPECT_NE(t->config.reason.find("conv_patch.cuh"), std::string::npos) << t->config.reason;
   EXPECT_NE(t->config.reason.find("C a multiple of 16"), std::string::npos) << t->config.reason;
+  EXPECT_NE(t->config.reason.find("C*KH*KW <= 32 and at most 256 output channels a direct convolution (conv_direct.cuh"),
+            std::string::npos)
+      << t->config.reason;
   // The Hopper kernel is on by default: the reason names it and the call has its workspace
   // (the repacked weight and the NHWC image: 16 * 72 + 2 * 8 * 9 * 7 elements).
   EXPECT_NE(t->config.reason.find("conv_wgmma.cuh"), std::string::npos) << t->config.reason;
