@@ -108,7 +108,8 @@ struct Buffers {
 // kGather 1, 2: the gather kernel (conv_implicit_gemm.cuh) with that gather variant; 0: the patch
 // kernel (conv_patch.cuh; Config unused); 3: the Hopper kernel (conv_wgmma.cuh; Config a
 // WgmmaConfig); 4: conv_auto with the workspace (what generated code runs; Config the gather
-// tile); 5: the direct kernel (conv_direct.cuh; Config unused). "n/a" where it does not apply.
+// tile); 5, 6: the direct kernel (conv_direct.cuh; Config unused) with two pixels a thread, one.
+// "n/a" where it does not apply.
 template <typename Config, int kGather = 1>
 cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
                    const Epilogue& e, const Buffers& b) {
@@ -116,7 +117,9 @@ cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
   if constexpr (kGather == 0) {
     return kiln::gemm::conv_patch<T>(p, s, e, 0);
   } else if constexpr (kGather == 5) {
-    return kiln::gemm::conv_direct<T>(p, s, e, 0);
+    return kiln::gemm::conv_direct<T, 2>(p, s, e, 0);
+  } else if constexpr (kGather == 6) {
+    return kiln::gemm::conv_direct<T, 1>(p, s, e, 0);
   } else if constexpr (kGather == 3) {
     return kiln::gemm::conv_wgmma<T, Config>(p, s, e, b.workspace, ws, 0);
   } else if constexpr (kGather == 4) {
@@ -337,7 +340,8 @@ int main(int argc, char** argv) {
       time_wgmma_steps<kiln::gemm::WgmmaConfig<128, 224, 4, 0>>("wgmma 128x224 cooperative", l, b);
     }
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
-    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 5>("direct", l, b, ref);
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 5>("direct, 2 pixels a thread", l, b, ref);
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 6>("direct, 1 pixel a thread", l, b, ref);
     if ((l.timed && !ncu_mode) || all_variants) {
       run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("gather 64x128x32, 4 warps", l, b, ref);
       run_variant<TileConfig<128, 128, 32, 2, 4, 2>>("gather 128x128x32, 8 warps", l, b, ref);

@@ -32,46 +32,67 @@ namespace detail {
 constexpr int kDirectMaxK = 32;       // C * KH * KW
 constexpr int kDirectMaxM = 256;      // output channels (the weight in shared memory: 32 KB)
 constexpr int kDirectThreads = 128;
-constexpr int kDirectPixels = 2;      // output pixels per thread, kDirectThreads apart
 constexpr int kDirectChannels = 8;    // output channels per pass (accumulators per pixel)
+constexpr int kDirectStep = 4;        // taps per step of a pass (the weight's rows: K rounded up to it)
 
 struct ConvDirectArgs {
   int64_t n = 0;                      // output pixels (images * out_height * out_width)
   int m = 0, k = 0, m_pad = 0;        // m_pad: m rounded up to kDirectChannels (the weight's row)
+  int k_steps = 0;                    // k rounded up to kDirectStep (the weight's rows)
   int taps = 0, kernel_w = 1;         // KH * KW
   int height = 0, width = 0, out_height = 0, out_width = 0;
   int stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_h = 0, pad_w = 0;
   int64_t image_elements = 0;         // C * H * W
 };
 
-template <typename T, typename Epilogue>
+template <typename T, int kPixels, typename Epilogue>
 __global__ void __launch_bounds__(kDirectThreads) conv_direct_kernel(const Problem p, const ConvShape s, const ConvDirectArgs a,
                                                                      const Epilogue epilogue) {
+  // The weight as [k_steps][m_pad] floats (k_steps: K rounded up to kDirectStep, the rows past K
+  // zero), then per k the tap's row and column offsets from the window's origin and its channel's
+  // offset in the image (for k past K, a row offset that puts every tap outside the image).
   extern __shared__ float4 direct_smem4[];
-  float* w_s = reinterpret_cast<float*>(direct_smem4);        // [k][m_pad]
-  int* tap_dy = reinterpret_cast<int*>(w_s + a.k * a.m_pad);   // per k: row and column offsets of the tap
-  int* tap_dx = tap_dy + kDirectMaxK;                          //   from the window's origin, and the
-  int* tap_plane = tap_dx + kDirectMaxK;                       //   channel's offset in the image
+  float* w_s = reinterpret_cast<float*>(direct_smem4);
+  int* tap_dy = reinterpret_cast<int*>(w_s + a.k_steps * a.m_pad);
+  int* tap_dx = tap_dy + kDirectMaxK;
+  int* tap_plane = tap_dx + kDirectMaxK;
   const T* weight = static_cast<const T*>(p.a.data);
-  for (int i = threadIdx.x; i < a.k * a.m_pad; i += kDirectThreads) {
-    const int k = i / a.m_pad, m = i - k * a.m_pad;
-    w_s[i] = m < a.m ? float(weight[int64_t(m) * p.a.stride_mn + int64_t(k) * p.a.stride_k]) : 0.0f;
+  // Its loads in batches of kFill a thread, each batch issued before any of it is stored.
+  constexpr int kFill = 8;
+  for (int base = 0; base < a.k_steps * a.m_pad; base += kFill * kDirectThreads) {
+    T v[kFill];
+    bool ok[kFill];
+#pragma unroll
+    for (int u = 0; u < kFill; ++u) {
+      const int i = base + u * kDirectThreads + threadIdx.x, k = i / a.m_pad, m = i - k * a.m_pad;
+      ok[u] = i < a.k_steps * a.m_pad && m < a.m && k < a.k;
+      v[u] = weight[ok[u] ? int64_t(m) * p.a.stride_mn + int64_t(k) * p.a.stride_k : 0];
+    }
+#pragma unroll
+    for (int u = 0; u < kFill; ++u) {
+      const int i = base + u * kDirectThreads + threadIdx.x;
+      if (i < a.k_steps * a.m_pad) w_s[i] = ok[u] ? float(v[u]) : 0.0f;
+    }
   }
-  if (threadIdx.x < a.k) {
+  if (threadIdx.x < kDirectMaxK) {
     const int k = threadIdx.x, c = k / a.taps, tap = k - c * a.taps, kh = tap / a.kernel_w, kw = tap - kh * a.kernel_w;
-    tap_dy[k] = kh * a.dilation_h - a.pad_h;
-    tap_dx[k] = kw * a.dilation_w - a.pad_w;
-    tap_plane[k] = c * a.height * a.width;
+    tap_dy[k] = k < a.k ? kh * a.dilation_h - a.pad_h : -(1 << 30);
+    tap_dx[k] = k < a.k ? kw * a.dilation_w - a.pad_w : 0;
+    tap_plane[k] = k < a.k ? c * a.height * a.width : 0;
   }
   __syncthreads();
 
+  // The taps of this thread's pixels: every load issued before any is used (no branch between
+  // them: a tap outside the image, or of a pixel past n, reads the image's first element and is
+  // then replaced by zero), so they share one memory latency.
   const T* x = static_cast<const T*>(s.x);
   const int64_t out_plane = int64_t(a.out_height) * a.out_width;
-  const int64_t n0 = int64_t(blockIdx.x) * (kDirectThreads * kDirectPixels) + threadIdx.x;
-  float taps[kDirectPixels][kDirectMaxK];
-  bool valid[kDirectPixels];
+  const int64_t n0 = int64_t(blockIdx.x) * (kDirectThreads * kPixels) + threadIdx.x;
+  T raw[kPixels][kDirectMaxK];
+  uint32_t inside[kPixels];
+  bool valid[kPixels];
 #pragma unroll
-  for (int j = 0; j < kDirectPixels; ++j) {
+  for (int j = 0; j < kPixels; ++j) {
     const int64_t n = n0 + j * kDirectThreads;
     valid[j] = n < a.n;
     const int64_t image = valid[j] ? n / out_plane : 0;
@@ -79,40 +100,49 @@ __global__ void __launch_bounds__(kDirectThreads) conv_direct_kernel(const Probl
     const int oh = pixel / a.out_width, ow = pixel - oh * a.out_width;
     const int ih0 = oh * a.stride_h, iw0 = ow * a.stride_w;
     const T* image_x = x + image * a.image_elements;
+    inside[j] = 0;
 #pragma unroll
     for (int k = 0; k < kDirectMaxK; ++k) {
-      taps[j][k] = 0.0f;
-      if (k < a.k) {
-        const int ih = ih0 + tap_dy[k], iw = iw0 + tap_dx[k];
-        if (valid[j] && ih >= 0 && ih < a.height && iw >= 0 && iw < a.width)
-          taps[j][k] = float(image_x[tap_plane[k] + ih * a.width + iw]);
-      }
+      const int ih = ih0 + tap_dy[k], iw = iw0 + tap_dx[k];
+      const bool in = valid[j] && ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
+      inside[j] |= uint32_t(in) << k;
+      raw[j][k] = image_x[in ? tap_plane[k] + ih * a.width + iw : 0];
     }
   }
-
-  for (int m0 = 0; m0 < a.m; m0 += kDirectChannels) {
-    float acc[kDirectPixels][kDirectChannels];
+  float taps[kPixels][kDirectMaxK];
 #pragma unroll
-    for (int j = 0; j < kDirectPixels; ++j)
+  for (int j = 0; j < kPixels; ++j)
+#pragma unroll
+    for (int k = 0; k < kDirectMaxK; ++k) taps[j][k] = (inside[j] >> k) & 1u ? float(raw[j][k]) : 0.0f;
+
+  // Each pass: kDirectChannels output channels over all k, in steps of kDirectStep taps (one
+  // uniform test a step, so the step's weight loads are issued together).
+  for (int m0 = 0; m0 < a.m; m0 += kDirectChannels) {
+    float acc[kPixels][kDirectChannels];
+#pragma unroll
+    for (int j = 0; j < kPixels; ++j)
 #pragma unroll
       for (int i = 0; i < kDirectChannels; ++i) acc[j][i] = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kDirectMaxK; ++k) {
-      if (k < a.k) {
-        const float4 w0 = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0]);
-        const float4 w1 = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0 + 4]);
-        const float w[kDirectChannels] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    for (int k0 = 0; k0 < kDirectMaxK; k0 += kDirectStep) {
+      if (k0 < a.k) {
 #pragma unroll
-        for (int j = 0; j < kDirectPixels; ++j)
+        for (int k = k0; k < k0 + kDirectStep; ++k) {
+          const float4 w0 = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0]);
+          const float4 w1 = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0 + 4]);
+          const float w[kDirectChannels] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
-          for (int i = 0; i < kDirectChannels; ++i) acc[j][i] = fmaf(taps[j][k], w[i], acc[j][i]);
+          for (int j = 0; j < kPixels; ++j)
+#pragma unroll
+            for (int i = 0; i < kDirectChannels; ++i) acc[j][i] = fmaf(taps[j][k], w[i], acc[j][i]);
+        }
       }
     }
 #pragma unroll
     for (int i = 0; i < kDirectChannels; ++i) {
       if (m0 + i >= a.m) break;
 #pragma unroll
-      for (int j = 0; j < kDirectPixels; ++j)
+      for (int j = 0; j < kPixels; ++j)
         if (valid[j]) epilogue(0, m0 + i, n0 + j * kDirectThreads, acc[j][i]);
     }
   }
@@ -131,11 +161,10 @@ inline bool conv_direct_applies(const Problem& p, const ConvShape& s) {
          s.dilation_h > 0 && s.dilation_w > 0 && s.pad_h >= -big && s.pad_h < big && s.pad_w >= -big && s.pad_w < big &&
          (s.out_height - 1) * int64_t(s.stride_h) + int64_t(s.kernel_h) * s.dilation_h < big &&
          (s.out_width - 1) * int64_t(s.stride_w) + int64_t(s.kernel_w) * s.dilation_w < big &&
-         (p.n + detail::kDirectThreads * detail::kDirectPixels - 1) / (detail::kDirectThreads * detail::kDirectPixels) <
-             (int64_t(1) << 31);
+         (p.n + detail::kDirectThreads - 1) / detail::kDirectThreads < (int64_t(1) << 31);
 }
 
-template <typename T, typename Epilogue>
+template <typename T, int kPixels = 2, typename Epilogue>
 cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& epilogue, cudaStream_t stream) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
                 "conv_direct<T>: T is __half or __nv_bfloat16");
@@ -144,14 +173,15 @@ cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& ep
   detail::ConvDirectArgs a;
   a.n = p.n, a.m = int(p.m), a.k = int(p.k);
   a.m_pad = (a.m + detail::kDirectChannels - 1) / detail::kDirectChannels * detail::kDirectChannels;
+  a.k_steps = (a.k + detail::kDirectStep - 1) / detail::kDirectStep * detail::kDirectStep;
   a.taps = s.kernel_h * s.kernel_w, a.kernel_w = s.kernel_w;
   a.height = int(s.height), a.width = int(s.width), a.out_height = int(s.out_height), a.out_width = int(s.out_width);
   a.stride_h = s.stride_h, a.stride_w = s.stride_w, a.dilation_h = s.dilation_h, a.dilation_w = s.dilation_w;
   a.pad_h = s.pad_h, a.pad_w = s.pad_w;
   a.image_elements = s.channels * s.height * s.width;
-  const int64_t per_block = detail::kDirectThreads * detail::kDirectPixels;
-  const size_t smem = size_t(a.k) * a.m_pad * sizeof(float) + 3 * detail::kDirectMaxK * sizeof(int);
-  detail::conv_direct_kernel<T, Epilogue>
+  const int64_t per_block = detail::kDirectThreads * kPixels;
+  const size_t smem = size_t(a.k_steps) * a.m_pad * sizeof(float) + 3 * detail::kDirectMaxK * sizeof(int);
+  detail::conv_direct_kernel<T, kPixels, Epilogue>
       <<<unsigned((p.n + per_block - 1) / per_block), detail::kDirectThreads, smem, stream>>>(p, s, a, epilogue);
   return cudaGetLastError();
 }
