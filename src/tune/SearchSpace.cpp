@@ -63,6 +63,7 @@ struct ReachablePaths {
   bool gemv = false;        // the small-M kernel
   bool wgmma = false;       // the Hopper tiles
   bool dual_wgmma = false;  // the Hopper tiles of a dual product (gate and up sharing A)
+  bool conv_wgmma = false;  // the Hopper convolution (a constant C that is a multiple of 8, stride 1)
 };
 
 ReachablePaths reachable_paths(const codegen::KernelDefinition& kernel, const Schedule& s) {
@@ -73,7 +74,14 @@ ReachablePaths reachable_paths(const codegen::KernelDefinition& kernel, const Sc
 
    protected:
     void visit(const ir::TemplateContraction* op) override {
-      if (op->w4 || op->b.empty() || op->b[0].window) return;  // 4-bit and convolution calls: their own paths
+      if (op->w4 || op->b.empty()) return;  // 4-bit calls: their own kernels, no knob
+      if (const std::optional<ir::ConvWindow>& w = op->b[0].window) {
+        // kernels/gemm/conv_wgmma_plan.h refuses any other convolution at run time.
+        const std::optional<int64_t> c = ir::as_const_int(ir::simplify(w->channels));
+        paths.conv_wgmma = paths.conv_wgmma ||
+                           (!op->config.tf32 && c && *c % 8 == 0 && w->stride_h == 1 && w->stride_w == 1);
+        return;
+      }
       const ir::GemmTemplate& c = op->config;
       const std::optional<int64_t> m = ir::as_const_int(op->m);
       const bool gemv = c.gemv_max_m > 0 && (!m || ir::gemm_path(c, *m) == ir::GemmPath::SmallM);
@@ -89,8 +97,8 @@ ReachablePaths reachable_paths(const codegen::KernelDefinition& kernel, const Sc
 }
 
 // The contraction templates' knobs, for the paths the kernel's calls can take: the small-M
-// kernel's warps per block, the K from which the wide Hopper tile runs, the SWAP_AB tiles, and the
-// Hopper tile of dual products. Every value is a configuration the GPU harness checks (bench/gemm),
+// kernel's warps per block, the K from which the wide Hopper tile runs, the SWAP_AB tiles, the
+// Hopper tile of dual products, and whether convolutions try the Hopper kernel. Every value is a configuration the GPU harness checks (bench/gemm),
 // so none is illegal (the CI compile tests build the default ones); the other tile shapes and
 // stages stay fixed until the harness checks more of them.
 void add_contraction_knobs(SearchSpace& space) {
@@ -106,6 +114,9 @@ void add_contraction_knobs(SearchSpace& space) {
   if (paths.wgmma) space.knobs.push_back({"wgmma_wide_min_k", {2048, 4096, 8192, 65536}});
   if (paths.wgmma) space.knobs.push_back({"wgmma_swap", {1, 0}});
   if (paths.dual_wgmma) space.knobs.push_back({"wgmma_dual_tile", {0, 1, 2}});
+  // Convolutions: the Hopper kernel first (with its NHWC copy and weight repack each call), or the
+  // patch / direct / gather kernels alone (bench/gemm/conv_bench.cu checks both).
+  if (paths.conv_wgmma) space.knobs.push_back({"conv_wgmma", {1, 0}});
 }
 
 // Drops the knobs none of whose values changes the printed code, from the default or from any
@@ -321,6 +332,7 @@ DefaultScheduleOptions schedule_options(const Candidate& c) {
   set("wgmma_wide_min_k", o.wgmma_wide_min_k);
   set("wgmma_dual_tile", o.wgmma_dual_tile);
   if (auto it = c.find("wgmma_swap"); it != c.end()) o.wgmma_swap = it->second != 0;
+  if (auto it = c.find("conv_wgmma"); it != c.end()) o.conv_wgmma = it->second != 0;
   if (auto it = c.find("float_intermediates"); it != c.end()) o.float_intermediates = it->second != 0;
   return o;
 }

@@ -184,14 +184,15 @@ TEST(SearchSpace, HalfChainHasTheFloatIntermediatesKnob) {
 
 // Knobs that reach no code are dropped: a float16 Conv3x3 + BatchNormalization + Relu has its
 // normalization and Relu in the convolution's epilogue, so kiln generates no kernel of its own and
-// the elementwise knobs (vector width, threads per block) print the same module; only
-// float_intermediates (the epilogue's rounding) is left. A bare convolution has nothing to tune.
+// the elementwise knobs (vector width, threads per block) print the same module; float_intermediates
+// (the epilogue's rounding) and conv_wgmma (16 channels, stride 1: the Hopper kernel may run) are
+// left. A bare convolution of 3 channels (never the Hopper kernel) has nothing to tune.
 TEST(SearchSpace, KnobsThatReachNoCodeAreDropped) {
-  auto conv_model = [](bool epilogue) {
+  auto conv_model = [](bool epilogue, int64_t channels = 16) {
     test::TestGraph t(17, false);
     const DType h = DType::Float16;
-    const int x = t.input("x", h, {ir::Expr(2), ir::Expr(16), ir::Expr(12), ir::Expr(12)});
-    const int w = t.input("w", h, {ir::Expr(32), ir::Expr(16), ir::Expr(3), ir::Expr(3)});
+    const int x = t.input("x", h, {ir::Expr(2), ir::Expr(channels), ir::Expr(12), ir::Expr(12)});
+    const int w = t.input("w", h, {ir::Expr(32), ir::Expr(channels), ir::Expr(3), ir::Expr(3)});
     const int conv = t.node("conv", OpKind::Conv, {x, w}, {{"pads", test::ints_attr({1, 1, 1, 1})}});
     if (!epilogue) {
       t.output(conv);
@@ -206,9 +207,37 @@ TEST(SearchSpace, KnobsThatReachNoCodeAreDropped) {
   const SearchSpace cnn = search_space(test::only_kernel(conv_model(true)), codegen::Target::Cuda, 2);
   std::vector<std::string> names;
   for (const Knob& k : cnn.knobs) names.push_back(k.name);
-  EXPECT_EQ(names, std::vector<std::string>{"float_intermediates"});
-  for (const Candidate& c : cnn.known_good()) EXPECT_EQ(candidate_text(c), "float_intermediates=1");
-  EXPECT_TRUE(search_space(test::only_kernel(conv_model(false)), codegen::Target::Cuda, 2).knobs.empty());
+  EXPECT_EQ(names, (std::vector<std::string>{"conv_wgmma", "float_intermediates"}));
+  for (const Candidate& c : cnn.known_good()) EXPECT_EQ(candidate_text(c), "conv_wgmma=1 float_intermediates=1");
+  const SearchSpace bare = search_space(test::only_kernel(conv_model(false)), codegen::Target::Cuda, 2);
+  ASSERT_EQ(bare.knobs.size(), 1u);
+  EXPECT_EQ(bare.knobs[0].name, "conv_wgmma");
+  EXPECT_TRUE(search_space(test::only_kernel(conv_model(false, 3)), codegen::Target::Cuda, 2).knobs.empty());
+}
+
+// conv_wgmma reaches the schedule: on, the convolution's call has the Hopper kernel's workspace
+// (lowering sizes it); off, the patch, direct and gather kernels alone, no workspace.
+TEST(SearchSpace, ConvWgmmaKnobReachesTheSchedule) {
+  test::TestGraph t(17, false);
+  const int x = t.input("x", DType::Float16, {ir::Expr(2), ir::Expr(16), ir::Expr(12), ir::Expr(12)});
+  const int w = t.input("w", DType::Float16, {ir::Expr(32), ir::Expr(16), ir::Expr(3), ir::Expr(3)});
+  t.output(t.node("conv", OpKind::Conv, {x, w}, {{"pads", test::ints_attr({1, 1, 1, 1})}}));
+  const codegen::KernelDefinition kernel = test::only_kernel(t.graph);
+  const SearchSpace s = search_space(kernel, codegen::Target::Cuda, 2);
+  Candidate c = s.default_candidate();
+  ASSERT_EQ(c.at("conv_wgmma"), 1);
+  auto conv_template = [&](const Candidate& cand) {
+    const Schedule sched = default_gpu_schedule(kernel.inputs, kernel.outputs, schedule_options(cand));
+    for (const te::Tensor& out : te::topological_order(kernel.outputs, kernel.inputs)) {
+      const StageSchedule* stage = sched.find(out.name());
+      if (stage && stage->gemm_template) return *stage->gemm_template;
+    }
+    ADD_FAILURE() << "no template stage";
+    return ir::GemmTemplate();
+  };
+  EXPECT_TRUE(conv_template(c).conv_wgmma);
+  c["conv_wgmma"] = 0;
+  EXPECT_FALSE(conv_template(c).conv_wgmma);
 }
 
 TEST(SearchSpace, CpuKnobsAreCompilerFlags) {
