@@ -1013,7 +1013,23 @@ static void run_gemv_timing(cublasHandle_t handle, Timer& timer, unsigned* sink,
        kDtype, timer.reps);
   emit("| shape | path | check | iso µs | iso vs read | b2b µs | b2b GB/s | b2b vs read | b2b cuBLAS µs | b2b vs cuBLAS |\n"
        "|---|---|---|---|---|---|---|---|---|---|\n");
-  const int64_t nk[][2] = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
+  // GEMV_NK="2048x2048,256x2048": other N x K shapes (Gemma's attention projections), in place of
+  // the Linear shapes.
+  std::vector<std::array<int64_t, 2>> nk = {{16384, 2048}, {2048, 16384}, {4096, 4096}};
+  if (const char* v = std::getenv("GEMV_NK")) {
+    nk.clear();
+    for (const char* q = v; *q;) {
+      long long n = 0, k = 0;
+      int used = 0;
+      if (std::sscanf(q, "%lldx%lld%n", &n, &k, &used) != 2 || n < 1 || k < 1) {
+        std::fprintf(stderr, "GEMV_NK=%s: expected NxK[,NxK...]\n", v);
+        std::exit(2);
+      }
+      nk.push_back({n, k});
+      q += used;
+      if (*q == ',') ++q;
+    }
+  }
   const float alpha = 1.0f, beta = 0.0f;
   const bool quick = gemv_quick();
   for (int lay = 0; lay < (quick ? 1 : 2); ++lay)
