@@ -11,6 +11,7 @@
 // One dtype per binary (-DBENCH_BF16=0/1), so that run.sh compiles the two in parallel;
 // -DBENCH_GEMV_ONLY=1 builds only the small-M paths (and simt) for mode gemv.
 // GEMV_QUICK=1 (mode gemv): no edge checks, and only B [K, N] at M = 1 and 8 in the timing.
+// GEMV_NK=2048x2048,256x2048 (mode gemv): those N x K shapes timed in place of the Linear shapes.
 // Usage: gemm_bench [check|small|time|all|tc|wg|wgsmall|gemv|gemv-small|gemvprofile] [results.md]
 //   wg: the Hopper kernel (gemm_wgmma.cuh) checked on the edge shapes and timed at M >= 816 (and M = 16 against the small-M kernel) in both
 //   B layouts, with its host cost; wgsmall: only its edge checks under 2M MACs.
