@@ -108,7 +108,8 @@ struct Buffers {
 // kGather 1, 2: the gather kernel (conv_implicit_gemm.cuh) with that gather variant; 0: the patch
 // kernel (conv_patch.cuh; Config unused); 3: the Hopper kernel (conv_wgmma.cuh; Config a
 // WgmmaConfig); 4: conv_auto with the workspace (what generated code runs; Config the gather
-// tile); 5, 6: the direct kernel (conv_direct.cuh; Config unused) with two pixels a thread, one.
+// tile); 5, 6, 7: the direct kernel (conv_direct.cuh; Config unused) with two pixels a thread and 8
+// channels a pass, one and 8, one and 16.
 // "n/a" where it does not apply.
 template <typename Config, int kGather = 1>
 cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
@@ -120,6 +121,8 @@ cudaError_t launch(const kiln::gemm::Problem& p, const kiln::gemm::ConvShape& s,
     return kiln::gemm::conv_direct<T, 2>(p, s, e, 0);
   } else if constexpr (kGather == 6) {
     return kiln::gemm::conv_direct<T, 1>(p, s, e, 0);
+  } else if constexpr (kGather == 7) {
+    return kiln::gemm::conv_direct<T, 1, 16>(p, s, e, 0);
   } else if constexpr (kGather == 3) {
     return kiln::gemm::conv_wgmma<T, Config>(p, s, e, b.workspace, ws, 0);
   } else if constexpr (kGather == 4) {
@@ -342,6 +345,7 @@ int main(int argc, char** argv) {
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 0>("patch", l, b, ref);
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 5>("direct, 2 pixels a thread", l, b, ref);
     run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 6>("direct, 1 pixel a thread", l, b, ref);
+    run_variant<TileConfig<64, 128, 32, 2, 2, 2>, 7>("direct, 1 pixel a thread, 16 channels a pass", l, b, ref);
     if ((l.timed && !ncu_mode) || all_variants) {
       run_variant<TileConfig<64, 128, 32, 2, 2, 2>>("gather 64x128x32, 4 warps", l, b, ref);
       run_variant<TileConfig<128, 128, 32, 2, 4, 2>>("gather 128x128x32, 8 warps", l, b, ref);

@@ -5,11 +5,11 @@
 // Why not the implicit GEMM there: with K = 27 a GEMM tile has one k-step, so the gather kernel
 // (conv_implicit_gemm.cuh) is all set-up and epilogue; it ran the CNN's 3 -> 64 layer (32 x 56 x 56,
 // H200) in 46-54 us where the layer's 6.4 M outputs need 173 M FMAs (~6 us of the SMs' fp32 rate)
-// and 12.8 MB of stores (~5 us). Here each thread loads the K input taps of kDirectPixels output
-// pixels once into registers and runs every output channel over them: the weight (at most
-// kDirectMaxM x kDirectMaxK floats) sits in shared memory as [k][m], read as float4 broadcasts, 8
-// channels per pass; a warp's threads hold consecutive pixels, so the taps' loads and the epilogue's
-// NCHW stores (one channel at a time) are coalesced.
+// and 12.8 MB of stores (~5 us). Here each thread loads the K input taps of its output pixel (or
+// two) once into registers, every load issued before any is used, and runs every output channel over
+// them: the weight (at most kDirectMaxM x kDirectMaxK floats) sits in shared memory as [k][m], read
+// as float4 broadcasts, 8 channels a pass; a warp's threads hold consecutive pixels, so the taps'
+// loads and the epilogue's NCHW stores (one channel at a time) are coalesced.
 //
 // Same contract as conv_implicit_gemm (m = output channels, n = output pixels, k = C * KH * KW;
 // batch 1, one B operand; the epilogue called once per (m, n) with the fp32 sum). Returns
@@ -32,12 +32,12 @@ namespace detail {
 constexpr int kDirectMaxK = 32;       // C * KH * KW
 constexpr int kDirectMaxM = 256;      // output channels (the weight in shared memory: 32 KB)
 constexpr int kDirectThreads = 128;
-constexpr int kDirectChannels = 8;    // output channels per pass (accumulators per pixel)
+constexpr int kDirectPad = 16;        // the weight's rows: m rounded up to it (the most channels a pass takes)
 constexpr int kDirectStep = 4;        // taps per step of a pass (the weight's rows: K rounded up to it)
 
 struct ConvDirectArgs {
   int64_t n = 0;                      // output pixels (images * out_height * out_width)
-  int m = 0, k = 0, m_pad = 0;        // m_pad: m rounded up to kDirectChannels (the weight's row)
+  int m = 0, k = 0, m_pad = 0;        // m_pad: m rounded up to kDirectPad (the weight's row)
   int k_steps = 0;                    // k rounded up to kDirectStep (the weight's rows)
   int taps = 0, kernel_w = 1;         // KH * KW
   int height = 0, width = 0, out_height = 0, out_width = 0;
@@ -45,8 +45,9 @@ struct ConvDirectArgs {
   int64_t image_elements = 0;         // C * H * W
 };
 
-template <typename T, int kPixels, typename Epilogue>
-__global__ void __launch_bounds__(kDirectThreads) conv_direct_kernel(const Problem p, const ConvShape s, const ConvDirectArgs a,
+// kPixels output pixels a thread (kDirectThreads apart), kChannels output channels a pass (8 or 16).
+template <typename T, int kPixels, int kChannels, typename Epilogue>
+__global__ void __launch_bounds__(kDirectThreads, kPixels == 1 ? 6 : 1) conv_direct_kernel(const Problem p, const ConvShape s, const ConvDirectArgs a,
                                                                      const Epilogue epilogue) {
   // The weight as [k_steps][m_pad] floats (k_steps: K rounded up to kDirectStep, the rows past K
   // zero), then per k the tap's row and column offsets from the window's origin and its channel's
@@ -115,31 +116,34 @@ __global__ void __launch_bounds__(kDirectThreads) conv_direct_kernel(const Probl
 #pragma unroll
     for (int k = 0; k < kDirectMaxK; ++k) taps[j][k] = (inside[j] >> k) & 1u ? float(raw[j][k]) : 0.0f;
 
-  // Each pass: kDirectChannels output channels over all k, in steps of kDirectStep taps (one
+  // Each pass: kChannels output channels over all k, in steps of kDirectStep taps (one
   // uniform test a step, so the step's weight loads are issued together).
-  for (int m0 = 0; m0 < a.m; m0 += kDirectChannels) {
-    float acc[kPixels][kDirectChannels];
+  for (int m0 = 0; m0 < a.m; m0 += kChannels) {
+    float acc[kPixels][kChannels];
 #pragma unroll
     for (int j = 0; j < kPixels; ++j)
 #pragma unroll
-      for (int i = 0; i < kDirectChannels; ++i) acc[j][i] = 0.0f;
+      for (int i = 0; i < kChannels; ++i) acc[j][i] = 0.0f;
 #pragma unroll
     for (int k0 = 0; k0 < kDirectMaxK; k0 += kDirectStep) {
       if (k0 < a.k) {
 #pragma unroll
         for (int k = k0; k < k0 + kDirectStep; ++k) {
-          const float4 w0 = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0]);
-          const float4 w1 = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0 + 4]);
-          const float w[kDirectChannels] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+          float w[kChannels];
+#pragma unroll
+          for (int q = 0; q < kChannels / 4; ++q) {
+            const float4 v = *reinterpret_cast<const float4*>(&w_s[k * a.m_pad + m0 + 4 * q]);
+            w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z, w[4 * q + 3] = v.w;
+          }
 #pragma unroll
           for (int j = 0; j < kPixels; ++j)
 #pragma unroll
-            for (int i = 0; i < kDirectChannels; ++i) acc[j][i] = fmaf(taps[j][k], w[i], acc[j][i]);
+            for (int i = 0; i < kChannels; ++i) acc[j][i] = fmaf(taps[j][k], w[i], acc[j][i]);
         }
       }
     }
 #pragma unroll
-    for (int i = 0; i < kDirectChannels; ++i) {
+    for (int i = 0; i < kChannels; ++i) {
       if (m0 + i >= a.m) break;
 #pragma unroll
       for (int j = 0; j < kPixels; ++j)
@@ -164,7 +168,10 @@ inline bool conv_direct_applies(const Problem& p, const ConvShape& s) {
          (p.n + detail::kDirectThreads - 1) / detail::kDirectThreads < (int64_t(1) << 31);
 }
 
-template <typename T, int kPixels = 2, typename Epilogue>
+// One pixel a thread by default: compiled for 6 CTAs an SM (80 registers), it ran the CNN's 3 -> 64
+// layer in conv_bench in 34.9 us against 40.7 with two pixels (142 registers, 3 CTAs an SM) and 36.1
+// with 16 channels a pass (H200, run s31h).
+template <typename T, int kPixels = 1, int kChannels = 8, typename Epilogue>
 cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& epilogue, cudaStream_t stream) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
                 "conv_direct<T>: T is __half or __nv_bfloat16");
@@ -172,7 +179,8 @@ cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& ep
   if (!conv_direct_applies(p, s)) return cudaErrorNotSupported;
   detail::ConvDirectArgs a;
   a.n = p.n, a.m = int(p.m), a.k = int(p.k);
-  a.m_pad = (a.m + detail::kDirectChannels - 1) / detail::kDirectChannels * detail::kDirectChannels;
+  static_assert(kChannels == 8 || kChannels == 16, "conv_direct: 8 or 16 channels a pass");
+  a.m_pad = (a.m + detail::kDirectPad - 1) / detail::kDirectPad * detail::kDirectPad;
   a.k_steps = (a.k + detail::kDirectStep - 1) / detail::kDirectStep * detail::kDirectStep;
   a.taps = s.kernel_h * s.kernel_w, a.kernel_w = s.kernel_w;
   a.height = int(s.height), a.width = int(s.width), a.out_height = int(s.out_height), a.out_width = int(s.out_width);
@@ -181,7 +189,7 @@ cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& ep
   a.image_elements = s.channels * s.height * s.width;
   const int64_t per_block = detail::kDirectThreads * kPixels;
   const size_t smem = size_t(a.k_steps) * a.m_pad * sizeof(float) + 3 * detail::kDirectMaxK * sizeof(int);
-  detail::conv_direct_kernel<T, kPixels, Epilogue>
+  detail::conv_direct_kernel<T, kPixels, kChannels, Epilogue>
       <<<unsigned((p.n + per_block - 1) / per_block), detail::kDirectThreads, smem, stream>>>(p, s, a, epilogue);
   return cudaGetLastError();
 }
