@@ -5,8 +5,8 @@
 // Why not the implicit GEMM there: with K = 27 a GEMM tile has one k-step, so the gather kernel
 // (conv_implicit_gemm.cuh) is all set-up and epilogue; it ran the CNN's 3 -> 64 layer (32 x 56 x 56,
 // H200) in 46-54 us where the layer's 6.4 M outputs need 173 M FMAs (~6 us of the SMs' fp32 rate)
-// and 12.8 MB of stores (~5 us). Here each thread loads the K input taps of its output pixel (or
-// two) once into registers, every load issued before any is used, and runs every output channel over
+// and 12.8 MB of stores (~5 us). Here each thread loads the K input taps of its two output pixels
+// (or one) once into registers, every load issued before any is used, and runs every output channel over
 // them: the weight (at most kDirectMaxM x kDirectMaxK floats) sits in shared memory as [k][m], read
 // as float4 broadcasts, 8 channels a pass; a warp's threads hold consecutive pixels, so the taps'
 // loads and the epilogue's NCHW stores (one channel at a time) are coalesced.
@@ -168,10 +168,11 @@ inline bool conv_direct_applies(const Problem& p, const ConvShape& s) {
          (p.n + detail::kDirectThreads - 1) / detail::kDirectThreads < (int64_t(1) << 31);
 }
 
-// One pixel a thread by default: compiled for 6 CTAs an SM (80 registers), it ran the CNN's 3 -> 64
-// layer in conv_bench in 34.9 us against 40.7 with two pixels (142 registers, 3 CTAs an SM) and 36.1
-// with 16 channels a pass (H200, run s31h).
-template <typename T, int kPixels = 1, int kChannels = 8, typename Epilogue>
+// Two pixels a thread by default: in the CNN (H200, bench/contraction's profile) its 3 -> 64 layer
+// took 22.3 us (run s31d) against 25.1 with one pixel compiled for 6 CTAs an SM (run s31i), though
+// conv_bench, whose epilogue divides by the plane at run time per element, had one pixel ahead
+// (34.8 against 40.6 us; 16 channels a pass 36.1).
+template <typename T, int kPixels = 2, int kChannels = 8, typename Epilogue>
 cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& epilogue, cudaStream_t stream) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
                 "conv_direct<T>: T is __half or __nv_bfloat16");
