@@ -116,7 +116,9 @@ GraphFunction lower_kernel(const KernelDefinition& kernel, Target target, const 
   const Schedule chosen = schedule ? *schedule
                           : target == Target::Cuda ? default_gpu_schedule(kernel.inputs, kernel.outputs)
                                                    : Schedule();
-  f.func = lower(kernel.name, kernel.inputs, kernel.outputs, chosen);
+  LowerOptions options;
+  options.materialize_reread = target == Target::Cpu && schedule == nullptr;
+  f.func = lower(kernel.name, kernel.inputs, kernel.outputs, chosen, options);
   f.nodes = kernel.nodes;
   f.known_inputs = kernel.known_inputs;
   drop_unread_constants(f);

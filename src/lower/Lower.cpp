@@ -19,6 +19,7 @@
 #include "kiln/lower/Lower.h"
 
 #include <cstdlib>
+#include <optional>
 #include <map>
 #include <set>
 #include <iostream>
@@ -104,17 +105,70 @@ class BodyCost : public IRVisitor {
 constexpr int kMaxRecomputedReads = 4;
 constexpr int64_t kMaxRecomputedNodes = 48;
 
+// The tensors a reduction reads more often than they have elements (a convolution's or a matrix
+// product's operands: each element read by many outputs), with constant shapes: inlined, their
+// bodies would be recomputed at every read (LowerOptions::materialize_reread).
+std::set<const te::TensorNode*> reread_by_reductions(const std::vector<te::Tensor>& order) {
+  class Reads : public IRVisitor {
+   public:
+    std::set<const te::TensorNode*> tensors;
+    using IRVisitor::visit;
+
+   protected:
+    void visit(const TensorRead* op) override {
+      tensors.insert(op->tensor.get());
+      IRVisitor::visit(op);
+    }
+  };
+  auto elements = [](const te::Tensor& t) -> std::optional<int64_t> {
+    int64_t n = 1;
+    for (size_t d = 0; d < t.shape().size(); ++d) {
+      const std::optional<int64_t> e = as_const_int(simplify(t.shape(d)));
+      if (!e) return std::nullopt;
+      n *= *e;
+    }
+    return n;
+  };
+  std::unordered_map<const te::TensorNode*, int64_t> sizes;
+  for (const te::Tensor& t : order)
+    if (const std::optional<int64_t> n = elements(t)) sizes[t.node().get()] = *n;
+  std::set<const te::TensorNode*> reread;
+  for (const te::Tensor& t : order) {
+    const Reduce* red = t->body.as<Reduce>();
+    const auto out = sizes.find(t.node().get());
+    if (!red || out == sizes.end()) continue;
+    int64_t steps = 1;
+    bool constant = true;
+    for (const IterVar& axis : red->axes) {
+      const std::optional<int64_t> e = as_const_int(simplify(axis.extent));
+      constant = constant && e.has_value();
+      if (e) steps *= *e;
+    }
+    if (!constant) continue;
+    Reads reads;
+    reads.visit(red->source);
+    for (const te::TensorNode* producer : reads.tensors) {
+      const auto in = sizes.find(producer);
+      if (in != sizes.end() && in->second > 0 && out->second * steps >= 2 * in->second) reread.insert(producer);
+    }
+  }
+  return reread;
+}
+
 std::vector<te::Tensor> choose_inlined(const std::vector<te::Tensor>& order,
                                        const std::unordered_set<const te::TensorNode*>& is_output,
                                        const std::set<const te::TensorNode*>& keep,
-                                       const std::set<const te::TensorNode*>& folded) {
+                                       const std::set<const te::TensorNode*>& folded, bool materialize_reread) {
   CountReads counts;
   for (const te::Tensor& t : order) counts.visit(t->body);
+  const std::set<const te::TensorNode*> reread =
+      materialize_reread ? reread_by_reductions(order) : std::set<const te::TensorNode*>();
   std::vector<te::Tensor> inlined;
   std::unordered_map<const te::TensorNode*, int64_t> inlined_nodes;  // body size once inlined
   for (const te::Tensor& t : order) {
     const te::TensorNode* node = t.node().get();
     if (t->pattern != te::Pattern::Injective || is_output.count(node) || keep.count(node)) continue;
+    if (reread.count(node) && !folded.count(node)) continue;
     BodyCost cost;
     cost.visit(t->body);
     int64_t nodes = cost.nodes;
@@ -216,7 +270,7 @@ LoweredFunc lower(const std::string& name, const std::vector<te::Tensor>& inputs
   std::set<const te::TensorNode*> folded;
   const std::set<const te::TensorNode*> keep = keep_template_operands(order, schedule, &folded);
   std::vector<te::Tensor> inlined;
-  if (options.inline_injective) inlined = choose_inlined(order, is_output, keep, folded);
+  if (options.inline_injective) inlined = choose_inlined(order, is_output, keep, folded, options.materialize_reread);
   std::unordered_set<const te::TensorNode*> inlined_set;
   for (const te::Tensor& t : inlined) inlined_set.insert(t.node().get());
 

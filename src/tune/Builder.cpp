@@ -374,9 +374,31 @@ std::vector<BuiltCandidate> build_candidates(const codegen::KernelDefinition& ke
 
 std::string reference_source(const LoweredFunc& cpu_func) { return library_source(cpu_func, codegen::Target::Cpu).main; }
 
+namespace {
+
+// The reference's compiler flags: -mf16c where this x86 CPU has F16C, so that its float16
+// conversions (most of a float16 model's CPU time: the CNN's reference 46 -> 4.2 s with
+// LowerOptions::materialize_reread, session 31) run on the conversion instructions (kiln_cpu.h's
+// KILN_FAST_HALF; the same bits, tests/codegen/HalfConversion_test.cpp). AArch64 has them without a
+// flag. Not -march=native: it would also let the compiler contract a * b + c into FMAs, and the
+// reference would round unlike the CPU backend's default build.
+std::vector<std::string> reference_flags() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("f16c")) return {"-mf16c"};
+#endif
+  return {};
+}
+
+}  // namespace
+
 std::string build_reference(const std::string& text, const std::string& work_dir) {
   fs::create_directories(work_dir);
-  const std::string stem = (fs::path(work_dir) / ("reference_" + std::to_string(std::hash<std::string>()(text)))).string();
+  // Named after the text and the flags: a host without F16C sharing the folder builds its own.
+  const std::vector<std::string> flags = reference_flags();
+  std::string key = text;
+  for (const std::string& f : flags) key += "\n// " + f;
+  const std::string stem = (fs::path(work_dir) / ("reference_" + std::to_string(std::hash<std::string>()(key)))).string();
   if (fs::exists(stem + ".so")) return stem + ".so";
   const std::string include_dir = (fs::path(work_dir) / "include").string();
   if (!fs::exists(include_dir)) codegen::write_support_files(include_dir);
@@ -387,6 +409,7 @@ std::string build_reference(const std::string& text, const std::string& work_dir
   codegen::BuildOptions options;
   options.target = codegen::Target::Cpu;
   options.include_dir = include_dir;
+  options.extra_flags = flags;
   codegen::build_shared_library({tmp + ".cpp"}, tmp + ".so", options);
   fs::rename(tmp + ".so", stem + ".so");
   return stem + ".so";

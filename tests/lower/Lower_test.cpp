@@ -63,6 +63,34 @@ TEST(Lower, LargeTensorReadTwiceStaysABuffer) {
   EXPECT_NE(to_string(f.body).find("big["), std::string::npos) << to_string(f.body);
 }
 
+// LowerOptions::materialize_reread (the CPU backend's): an injective tensor a matrix product
+// reads once per output column (t = tanh(x), read 5 times per element) gets a stage of its own,
+// so tanh runs once per element; a row reduction's operand (s = x * x, read once per element)
+// stays inlined. The results are the same either way (each stage rounds as it did inlined).
+TEST(Lower, ReductionOperandsReadManyTimesGetAStageOnRequest) {
+  te::Tensor x = te::placeholder("x", DType::Float32, {Expr(3), Expr(8)});
+  te::Tensor w = te::placeholder("w", DType::Float32, {Expr(8), Expr(5)});
+  te::Tensor t = te::compute("t", x.shape(), [&](const std::vector<Expr>& i) { return call(Intrinsic::Tanh, x(i)); });
+  IterVar k = te::reduce_axis(8, "k");
+  te::Tensor y = te::compute("y", {Expr(3), Expr(5)}, [&](const std::vector<Expr>& i) { return te::sum(t({i[0], k.var}) * w({k.var, i[1]}), {k}); });
+  te::Tensor s = te::compute("s", x.shape(), [&](const std::vector<Expr>& i) { return x(i) * x(i); });
+  IterVar r = te::reduce_axis(8, "r");
+  te::Tensor z = te::compute("z", {Expr(3)}, [&](const std::vector<Expr>& i) { return te::sum(s({i[0], r.var}), {r}); });
+  LowerOptions materialize;
+  materialize.materialize_reread = true;
+  const LoweredFunc inlined = lower("mm", {x, w}, {y, z});
+  const LoweredFunc staged = lower("mm", {x, w}, {y, z}, Schedule(), materialize);
+  EXPECT_EQ(to_string(inlined.body).find("t["), std::string::npos) << to_string(inlined.body);
+  EXPECT_NE(to_string(staged.body).find("t["), std::string::npos) << to_string(staged.body);
+  EXPECT_EQ(to_string(staged.body).find("s["), std::string::npos) << to_string(staged.body);
+  const HostTensor in = iota(DType::Float32, {3, 8}), weights = iota(DType::Float32, {8, 5}, 0.25, 0.5);
+  const std::vector<HostTensor> a = interpret(inlined, {in, weights}), b = interpret(staged, {in, weights});
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (size_t o = 0; o < 2; ++o)
+    for (int64_t i = 0; i < a[o].num_elements(); ++i) EXPECT_EQ(a[o].get_double(i), b[o].get_double(i)) << "output " << o << " element " << i;
+}
+
 TEST(Lower, ReductionWithSymbolicRowsMatchesHandComputedSums) {
   Expr rows = var("rows");
   te::Tensor x = te::placeholder("x", DType::Float32, {rows, Expr(5)});

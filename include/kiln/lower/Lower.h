@@ -17,6 +17,12 @@ struct LowerOptions {
   // Without a schedule, reductions that walk an operand across rows run over a row of
   // accumulators (src/lower/InterchangeReductions.h; bit-identical results). Off: as built.
   bool interchange_reductions = true;
+  // An injective tensor that a reduction reads at least twice per element (a convolution's or a
+  // matrix product's operand: a Conv's input is read once per output channel and tap) gets a stage
+  // of its own instead of being inlined, so that its body runs once per element rather than at every
+  // read. The CPU backend's default (codegen::lower_kernel); off for GPU schedules, whose
+  // contraction templates keep their operands as buffers anyway, and for kernel keys.
+  bool materialize_reread = false;
 };
 
 // Lowers the computation of `outputs` from `inputs` (placeholders) into one function. Every

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include <cmath>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #define KILN_HD
 #ifndef __restrict__
@@ -77,7 +80,39 @@ struct bfloat16_t {
   uint16_t bits;
 };
 
+// Where the compiler may use the CPU's conversion instructions (x86 F16C: -mf16c or -march=native on
+// a CPU that has it; every AArch64), float16 converts through them: the same values as the portable
+// code above, bit for bit (NaN results are written as that code writes them, a quiet NaN of the
+// sign; tests/codegen/HalfConversion_test.cpp compares every half and a sweep of floats). The
+// generated C++ of a float16 model converts at every operation, so this is most of a CPU
+// reference's time (kiln tune builds its reference with -march=native).
+#if defined(__F16C__)
+inline float fast_half_bits_to_float(uint16_t h) { return _cvtsh_ss(h); }
+inline uint16_t fast_float_to_half_bits(float f) {
+  const uint16_t r = static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+  return (r & 0x7c00u) == 0x7c00u && (r & 0x3ffu) ? static_cast<uint16_t>((r & 0x8000u) | 0x7e00u) : r;
+}
+#define KILN_FAST_HALF 1
+#elif defined(__aarch64__)
+inline float fast_half_bits_to_float(uint16_t h) {
+  __fp16 v;
+  memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+inline uint16_t fast_float_to_half_bits(float f) {
+  const __fp16 v = static_cast<__fp16>(f);
+  uint16_t r;
+  memcpy(&r, &v, 2);
+  return (r & 0x7c00u) == 0x7c00u && (r & 0x3ffu) ? static_cast<uint16_t>((r & 0x8000u) | 0x7e00u) : r;
+}
+#define KILN_FAST_HALF 1
+#endif
+
+#if defined(KILN_FAST_HALF)
+inline float to_float(half_t h) { return fast_half_bits_to_float(h.bits); }
+#else
 inline float to_float(half_t h) { return half_bits_to_float(h.bits); }
+#endif
 inline float to_float(bfloat16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b.bits) << 16;
   float f;
@@ -88,7 +123,11 @@ template <typename T>
 T from_float(float f);
 template <>
 inline half_t from_float<half_t>(float f) {
+#if defined(KILN_FAST_HALF)
+  return half_t{fast_float_to_half_bits(f)};
+#else
   return half_t{float_to_half_bits(f)};
+#endif
 }
 template <>
 inline bfloat16_t from_float<bfloat16_t>(float f) {
