@@ -47,8 +47,8 @@ struct ConvDirectArgs {
 
 // kPixels output pixels a thread (kDirectThreads apart), kChannels output channels a pass (8 or 16).
 template <typename T, int kPixels, int kChannels, typename Epilogue>
-__global__ void __launch_bounds__(kDirectThreads, kPixels == 1 ? 6 : 1) conv_direct_kernel(const Problem p, const ConvShape s, const ConvDirectArgs a,
-                                                                     const Epilogue epilogue) {
+__global__ void __launch_bounds__(kDirectThreads, kPixels == 1 ? 6 : 1)
+    conv_direct_kernel(const Problem p, const ConvShape s, const ConvDirectArgs a, const Epilogue epilogue) {
   // The weight as [k_steps][m_pad] floats (k_steps: K rounded up to kDirectStep, the rows past K
   // zero), then per k the tap's row and column offsets from the window's origin and its channel's
   // offset in the image (for k past K, a row offset that puts every tap outside the image).

@@ -25,7 +25,11 @@ std::vector<HostTensor> run_graph_on_cpu(const Graph& graph, const std::map<std:
     if (it == inputs.end()) user_error("no value given for graph input '{}'", name);
     feeds.push_back(it->second);
   }
-  LoweredFunc func = lower(graph.name.empty() ? "graph" : graph.name, built.placeholders, outputs);
+  // As the CPU backend lowers (codegen::lower_kernel): a Conv's or MatMul's elementwise operand is
+  // computed once per element, not at every read.
+  LowerOptions lowering;
+  lowering.materialize_reread = true;
+  LoweredFunc func = lower(graph.name.empty() ? "graph" : graph.name, built.placeholders, outputs, Schedule(), lowering);
   return interpret(func, feeds);
 }
 

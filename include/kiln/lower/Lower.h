@@ -20,7 +20,8 @@ struct LowerOptions {
   // An injective tensor that a reduction reads at least twice per element (a convolution's or a
   // matrix product's operand: a Conv's input is read once per output channel and tap) gets a stage
   // of its own instead of being inlined, so that its body runs once per element rather than at every
-  // read. The CPU backend's default (codegen::lower_kernel); off for GPU schedules, whose
+  // read. Set by the CPU backend (codegen::lower_kernel) and the interpreter's graph runner
+  // (run_graph_on_cpu: conformance, `kiln compile --reference`); off for GPU schedules, whose
   // contraction templates keep their operands as buffers anyway, and for kernel keys.
   bool materialize_reread = false;
 };
