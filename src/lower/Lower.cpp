@@ -109,17 +109,6 @@ constexpr int64_t kMaxRecomputedNodes = 48;
 // product's operands: each element read by many outputs), with constant shapes: inlined, their
 // bodies would be recomputed at every read (LowerOptions::materialize_reread).
 std::set<const te::TensorNode*> reread_by_reductions(const std::vector<te::Tensor>& order) {
-  class Reads : public IRVisitor {
-   public:
-    std::set<const te::TensorNode*> tensors;
-    using IRVisitor::visit;
-
-   protected:
-    void visit(const TensorRead* op) override {
-      tensors.insert(op->tensor.get());
-      IRVisitor::visit(op);
-    }
-  };
   auto elements = [](const te::Tensor& t) -> std::optional<int64_t> {
     int64_t n = 1;
     for (size_t d = 0; d < t.shape().size(); ++d) {
@@ -145,9 +134,9 @@ std::set<const te::TensorNode*> reread_by_reductions(const std::vector<te::Tenso
       if (e) steps *= *e;
     }
     if (!constant) continue;
-    Reads reads;
+    CountReads reads;
     reads.visit(red->source);
-    for (const te::TensorNode* producer : reads.tensors) {
+    for (const auto& [producer, count] : reads.reads) {
       const auto in = sizes.find(producer);
       if (in != sizes.end() && in->second > 0 && out->second * steps >= 2 * in->second) reread.insert(producer);
     }
