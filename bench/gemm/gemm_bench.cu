@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -447,19 +448,47 @@ struct CheckResult {
   double worst = 0;  // max |err| / tol
 };
 
+// Run by check() just before the path's launch (the PDL-order checks: a kernel that writes A).
+static std::function<void(Operands&)> g_before_launch;
+static cudaStream_t g_check_stream = 0;  // check()'s stream
+
+// The PDL-order check's writer: lets the next kernel start at once (as kiln's generated kernels
+// do), spins `ns` nanoseconds, then writes A's true values over the NaNs the check left there. A
+// kernel launched after it with programmatic dependent launch that read A before its pdl_wait
+// would see NaNs.
+__global__ void late_writer_kernel(T* dst, const T* src, int64_t count, unsigned long long ns) {
+  kg::detail::pdl_trigger();
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) dst[i] = src[i];
+}
+
+// The control of the PDL-order check: copies A's first element without pdl_wait, launched
+// programmatically after the writer; it sees a NaN iff the writer's early trigger let it start
+// before the writer wrote A (otherwise the check could not fail).
+__global__ void early_reader_kernel(const T* a, float* seen) { *seen = static_cast<float>(a[0]); }
+
 static CheckResult check(Operands& o, Path path, Epi epi, void* ws, int64_t ws_bytes, bool verbose) {
   const int64_t total = o.batch * o.s.m * o.s.n;
   T* out;
   CHECK_CUDA(cudaMalloc(&out, size_t(total) * sizeof(T)));
   CHECK_CUDA(cudaMemset(out, 0xff, size_t(total) * sizeof(T)));  // NaN poison
   if (ws) CHECK_CUDA(cudaMemset(ws, 0xff, size_t(ws_bytes)));    // workspace garbage too
+  if (g_before_launch) {
+    CHECK_CUDA(cudaDeviceSynchronize());  // the memsets above (legacy stream) before the check's stream
+    g_before_launch(o);
+  }
   cudaError_t e;
   if (epi == Epi::Store) {
-    e = run_path(path, o.p, StoreEpilogue{out, o.s.m, o.s.n}, ws, ws_bytes, 0);
+    e = run_path(path, o.p, StoreEpilogue{out, o.s.m, o.s.n}, ws, ws_bytes, g_check_stream);
   } else if (epi == Epi::BiasGelu) {
-    e = run_path(path, o.p, BiasGeluEpilogue{out, o.bias, o.s.m, o.s.n}, ws, ws_bytes, 0);
+    e = run_path(path, o.p, BiasGeluEpilogue{out, o.bias, o.s.m, o.s.n}, ws, ws_bytes, g_check_stream);
   } else {
-    e = run_path(path, o.p, GateUpEpilogue{out, o.s.m, o.s.n}, ws, ws_bytes, 0);
+    e = run_path(path, o.p, GateUpEpilogue{out, o.s.m, o.s.n}, ws, ws_bytes, g_check_stream);
   }
   if (e == cudaErrorNotSupported) {  // this path is not instantiated for this epilogue: a harness bug, not a kernel one
     printf("    NOT INSTANTIATED %s %s %s\n", shape_str(o.s).c_str(), path_name(path), epi_name(epi));
@@ -574,6 +603,65 @@ static std::string wgmma_launch_text() {
          (l.splits > 1 ? (l.cluster_reduce ? " cluster" : " partial") : "") + "]";
 }
 
+// The Hopper paths launched programmatically right after a kernel that writes A late (the writer
+// lets them start at once, as kiln's generated kernels do), with B marked a weight (b_early: its
+// first stages requested before pdl_wait): A holds NaNs until the writer's last step, so a read of
+// A before pdl_wait, or an epilogue write before it, shows in the check. The first row of a shape
+// is the control: a programmatic kernel without pdl_wait, which must see the NaNs (else the writer
+// did not overlap the next launch and the rows prove nothing).
+static void check_pdl_order(Operands& o, const std::vector<Path>& paths, Epi epi, void* ws, int64_t ws_bytes) {
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  T* truth;
+  const size_t count = o.a.host.size();
+  CHECK_CUDA(cudaMalloc(&truth, count * sizeof(T)));
+  CHECK_CUDA(cudaMemcpy(truth, o.a.host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
+  float* seen;
+  CHECK_CUDA(cudaMalloc(&seen, sizeof(float)));
+  auto programmatic = [&](cudaLaunchConfig_t& c, cudaLaunchAttribute& attr) {
+    c.stream = stream;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = &attr, c.numAttrs = 1;
+  };
+  auto writer = [&](Operands& op) {
+    CHECK_CUDA(cudaMemsetAsync(op.a.dev, 0xff, count * sizeof(T), stream));
+    late_writer_kernel<<<132, 256, 0, stream>>>(op.a.dev, truth, int64_t(count), 20000ull);
+    CHECK_CUDA(cudaGetLastError());
+  };
+  writer(o);
+  cudaLaunchConfig_t c = {};
+  c.gridDim = dim3(1), c.blockDim = dim3(1);
+  cudaLaunchAttribute attr;
+  programmatic(c, attr);
+  CHECK_CUDA(cudaLaunchKernelEx(&c, early_reader_kernel, static_cast<const T*>(o.a.dev), seen));
+  float got = 0;
+  CHECK_CUDA(cudaMemcpyAsync(&got, seen, sizeof(float), cudaMemcpyDeviceToHost, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  const bool overlapped = std::isnan(got);
+  if (!overlapped) ++g_failures;
+  emit("| %s | PDL control: a kernel without pdl_wait %s | %s | 1 | - | %s |\n", shape_str(o.s).c_str(),
+       overlapped ? "read A before the writer wrote it" : "did not start early", epi_name(epi), overlapped ? "ok" : "FAIL");
+  o.p.b_early = true;
+  g_before_launch = writer;
+  g_check_stream = stream;
+  for (Path path : paths) {
+    if (!is_wgmma_path(path)) continue;
+    const int64_t launches = kg::detail::wgmma_launches;
+    const CheckResult r = check(o, path, epi, ws, ws_bytes, true);
+    if (!r.ok) ++g_failures;
+    emit("| %s | %s%s, after a late writer, b_early | %s | %ld | %.3f | %s |\n", shape_str(o.s).c_str(), path_name(path),
+         ran_as(path, launches), epi_name(epi), long(r.checked), r.worst, r.ok ? "ok" : "FAIL");
+  }
+  g_before_launch = nullptr;
+  g_check_stream = 0;
+  o.p.b_early = false;
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFree(seen));
+  CHECK_CUDA(cudaFree(truth));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+}
+
 // ---- correctness over edge shapes (every path that can run them) ----
 static void run_checks() {
   emit("\n### %s: correctness (fp64 CPU reference; all outputs written, sampled/all values within tolerance)\n\n", kDtype);
@@ -663,6 +751,7 @@ static void run_checks() {
         emit("| %s | %s%s | %s | %ld | %.3f | %s |\n", shape_str(s).c_str(), path_name(path), ran_as(path, launches), epi_name(epi),
              long(r.checked), r.worst, r.ok ? "ok" : "FAIL");
       }
+      if (g_wg_only && s.batch0 == 0) check_pdl_order(o, paths, epi, ws, ws_bytes);
       if (ws) CHECK_CUDA(cudaFree(ws));
       o.release();
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the PyTorch-exported Gemma layer's time goes, kiln against torch.compile (one GPU call):
 
-    python3 profile_layer.py --kiln KILN --out DIR [--tokens 16,816] [--records R]
+    python3 profile_layer.py --kiln KILN --out DIR [--tokens 16,816] [--records R] [--reuse-built] [--kiln-only]
 
 For each token count: exports the layer (gemma_layer.py), builds it with `kiln compile --target
 sm_90` (all token counts at once), checks the library against the PyTorch layer in float32 (NaN-
@@ -36,13 +36,16 @@ def main():
     ap.add_argument("--tokens", default="16")
     ap.add_argument("--records", help="kiln compile --records (default: the default schedules)")
     ap.add_argument("--work", default="/tmp/profile_layer")
+    ap.add_argument("--reuse-built", action="store_true", help="time the libraries an earlier run left in --work (no compile)")
+    ap.add_argument("--kiln-only", action="store_true", help="time kiln only: no eager, torch.compile or profiles (an A/B of kiln)")
+    ap.add_argument("--tag", default="", help="suffix of the results file: profile_layer<tag>.md")
     a = ap.parse_args()
     import torch
     gemma = load("gemma_layer", os.path.join(HERE, "gemma_layer.py"))
     bench = load("contraction_bench", a.bench)
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
-    out_md = os.path.join(a.out, "profile_layer.md")
+    out_md = os.path.join(a.out, "profile_layer%s.md" % a.tag)
     lines = ["# Gemma layer (fp16), kiln vs torch.compile, %s" % torch.cuda.get_device_name(), ""]
 
     def note(line):
@@ -55,6 +58,9 @@ def main():
     for t in [int(v) for v in a.tokens.split(",")]:
         model = os.path.join(a.work, "layer_%d.onnx" % t)
         layers[t] = gemma.build_layer(t, "float16")
+        if a.reuse_built:
+            procs[t] = (subprocess.Popen(["true"]), model)
+            continue
         gemma.export(model, t, "float16", layers[t])
         cmd = [a.kiln, "compile", model, "-o", os.path.join(a.work, "lib_%d" % t), "--target", "sm_90"]
         if a.records:
@@ -80,6 +86,10 @@ def main():
             torch.cuda.synchronize()
             err = bench.rel_err(out, ref)
             kus = bench.graph_time_us(fn)
+            if a.kiln_only:
+                note("- %d tokens: relative error %.2e vs PyTorch fp32 (%d NaN); kiln %.1f us (KILN_GEMM_PDL=%s)" % (
+                    t, err, int(torch.isnan(out).sum()), kus, os.environ.get("KILN_GEMM_PDL", "unset")))
+                continue
             eager = bench.graph_time_us(lambda: layer(x))
             compiled = torch.compile(layer)
             comp = bench.graph_time_us(lambda: compiled(x))

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <type_traits>
 
 #include "gemm_problem.cuh"
@@ -131,6 +132,17 @@ inline bool device_code_has_pdl() {
     cache[dev].store(known, std::memory_order_relaxed);
   }
   return known == 1;
+}
+
+// Whether kernels/gemm's GEMM kernels (gemm_tensorcore.cuh, gemm_wgmma.cuh) are launched with
+// programmatic dependent launch: on unless KILN_GEMM_PDL=0 (benchmarks compare the two in one
+// build), where the device code holds their pdl_wait (device_code_has_pdl).
+inline bool gemm_pdl() {
+  static const bool off = [] {
+    const char* v = std::getenv("KILN_GEMM_PDL");
+    return v != nullptr && v[0] == '0' && v[1] == '\0';
+  }();
+  return !off && device_code_has_pdl();
 }
 
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }

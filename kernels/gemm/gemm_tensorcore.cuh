@@ -24,6 +24,10 @@
 // (deterministic) and calls the epilogue once per element.
 //
 // Dual products (Epilogue::kNumB == 2) share the A fragments between the two B tiles.
+//
+// Launched with programmatic dependent launch on sm_90+ (gemm_ptx.cuh: gemm_pdl): the blocks may
+// start while the kernel before it on the stream finishes and wait (pdl_wait) before any global
+// access; the split-K reduction kernel is launched plainly after it.
 #include "gemm_ptx.cuh"
 #include "gemm_simt.cuh"
 
@@ -119,6 +123,10 @@ __global__ void __launch_bounds__(Config::kThreads)
   using ACopy = TileCopy<T, kAk ? BM : BK, kAk ? BK : BM, L::kALd, kThreads>;
   using BCopy = TileCopy<T, kBk ? BN : BK, kBk ? BK : BN, L::kBLd, kThreads>;
 
+  // Programmatic dependent launch (launch_tensorcore): the next kernel may be scheduled once every
+  // block has started; every global access of this one waits for the kernel before it.
+  pdl_trigger();
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char tc_smem[];
   const uint32_t smem = smem_addr(tc_smem);
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
@@ -338,8 +346,18 @@ cudaError_t launch_tensorcore(const Problem& p, const Epilogue& epilogue, float*
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
     if (e != cudaSuccess) return e;
   }
-  kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(p, epilogue, partial, splits, k_steps_per_split);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(Config::kThreads, 1, 1);
+  config.dynamicSmemBytes = L::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute pdl;
+  if (gemm_pdl()) {
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &pdl, config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, kernel, p, epilogue, partial, splits, k_steps_per_split);
 }
 
 }  // namespace kiln::gemm::detail

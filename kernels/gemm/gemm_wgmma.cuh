@@ -40,6 +40,13 @@
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
 // holds BN/2 columns of each B (the gate*up of a 128 x 64 output tile from one 128 x 128 wgmma).
 //
+// Programmatic dependent launch (sm_90; KILN_GEMM_PDL=0 launches plainly, gemm_ptx.cuh: gemm_pdl): the grid may start
+// while the kernel before it on the stream finishes (kiln's generated kernels allow it from their
+// first instruction). A CTA sets up its barriers, lets the next kernel be scheduled, and, where
+// Problem::b_early says no earlier work writes B (a weight), requests the weights of its first
+// unit's first k-steps (up to the ring's depth); everything else, the tokens' loads and every
+// epilogue access, waits in pdl_wait for the previous kernel's end.
+//
 // SWAP_AB tiles run the transposed problem (try_gemm_wgmma): A = the weights, B = the tokens, so
 // that the tokens lie on wgmma's N (steps of 8) instead of its M (steps of 64); a dual product's
 // two weights are two A tiles sharing the token tile. Their epilogue calls the functor straight
@@ -107,6 +114,7 @@ struct WgmmaArgs {
   int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
   float* partial = nullptr;          // split-K slices (splits > 1, not cluster_reduce)
   int cluster_reduce = 0;            // (only with splits > 1) a tile's splits are a cluster of one unit each
+  int weights_early = 0;             // the call's B (Problem::b_early) may be read before pdl_wait
 };
 
 template <typename Config, int kNumB>
@@ -252,45 +260,86 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     ks1 = ks0 + args.k_steps_per_split < args.k_steps ? ks0 + args.k_steps_per_split : args.k_steps;
   };
 
+  // Programmatic dependent launch (launch_wgmma): every CTA of the grid is resident once it gets
+  // here, so the next kernel may be scheduled now (it waits for this one's end before it reads).
+  pdl_trigger();
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
     if constexpr (Config::kMinBlocks == 1) setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
-      int stage = 0;
+      // A stage's loads, split by operand: A (SWAP_AB: the weights A and, for a dual product, A1
+      // after B, from the second map) and B (SWAP_AB: the tokens).
+      auto load_a = [&](uint32_t st, int stage, int kc, int tm, int ba) {
+#pragma unroll
+        for (int j = 0; j < (kSwap ? NB : 1); ++j) {
+          const void* map = j == 0 ? &tma_a : &tma_b1;
+          const uint32_t dst = st + uint32_t(j) * (L::kABytes + L::kBBytes);
+          if constexpr (kAk) {
+            tma_load_3d(dst, map, full(stage), kc, tm * BM, ba);
+          } else {
+#pragma unroll
+            for (int c = 0; c < BM / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tm * BM + 64 * c, kc, ba);
+          }
+        }
+      };
+      auto load_b = [&](uint32_t st, int stage, int kc, int tn, int bb) {
+#pragma unroll
+        for (int j = 0; j < (kSwap ? 1 : NB); ++j) {
+          // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
+          const void* map = j == 0 ? &tma_b0 : &tma_b1;
+          const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
+          if constexpr (kBk) {
+#pragma unroll
+            for (int h = 0; h < NH; ++h) tma_load_3d(dst + uint32_t(h * SN) * 128u, map, full(stage), kc, tn * WB + h * SN, bb);
+          } else {
+#pragma unroll
+            for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
+          }
+        }
+      };
+      // The weights (the call's B: the kernel's A under SWAP_AB) of the first unit's first k-steps,
+      // up to a ring's worth, are requested before pdl_wait where no earlier work writes them
+      // (args.weights_early): they arrive while the previous kernel still runs. Those stages' empty
+      // waits would pass at once (a fresh ring), and their full barriers expect the whole stage.
+      auto load_weights = [&](uint32_t st, int stage, int kc, int tm, int tn, int ba, int bb) {
+        if constexpr (kSwap) {
+          load_a(st, stage, kc, tm, ba);
+        } else {
+          load_b(st, stage, kc, tn, bb);
+        }
+      };
+      int early = 0;
+      if (args.weights_early && int64_t(blockIdx.x) < args.units) {
+        int b, tm, tn, split, ks0, ks1;
+        decode(blockIdx.x, b, tm, tn, split);
+        k_range(split, ks0, ks1);
+        early = ks1 - ks0 < S ? ks1 - ks0 : S;
+        for (int i = 0; i < early; ++i) {
+          mbar_expect_tx(full(i), L::kStageBytes);
+          load_weights(base + uint32_t(i) * L::kStageBytes, i, (ks0 + i) * BK, tm, tn, args.a_batched ? b : 0,
+                       args.b_batched ? b : 0);
+        }
+      }
+      pdl_wait();  // the tokens (and anything else) may be the previous kernel's outputs
+      int stage = 0, issued = 0;
       uint32_t phase = 0;
       for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
         int b, tm, tn, split, ks0, ks1;
         decode(u, b, tm, tn, split);
         k_range(split, ks0, ks1);
         const int ba = args.a_batched ? b : 0, bb = args.b_batched ? b : 0;
-        for (int ks = ks0; ks < ks1; ++ks) {
-          mbar_wait(empty(stage), phase ^ 1u);
-          mbar_expect_tx(full(stage), L::kStageBytes);
+        for (int ks = ks0; ks < ks1; ++ks, ++issued) {
           const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
           const int kc = ks * BK;
-#pragma unroll
-          for (int j = 0; j < (kSwap ? NB : 1); ++j) {  // (SWAP_AB dual: A1 after B, from the second map)
-            const void* map = j == 0 ? &tma_a : &tma_b1;
-            const uint32_t dst = st + uint32_t(j) * (L::kABytes + L::kBBytes);
-            if constexpr (kAk) {
-              tma_load_3d(dst, map, full(stage), kc, tm * BM, ba);
-            } else {
-#pragma unroll
-              for (int c = 0; c < BM / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tm * BM + 64 * c, kc, ba);
-            }
+          if (issued >= early) {
+            mbar_wait(empty(stage), phase ^ 1u);
+            mbar_expect_tx(full(stage), L::kStageBytes);
+            load_weights(st, stage, kc, tm, tn, ba, bb);
           }
-#pragma unroll
-          for (int j = 0; j < (kSwap ? 1 : NB); ++j) {
-            // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
-            const void* map = j == 0 ? &tma_b0 : &tma_b1;
-            const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
-            if constexpr (kBk) {
-#pragma unroll
-              for (int h = 0; h < NH; ++h) tma_load_3d(dst + uint32_t(h * SN) * 128u, map, full(stage), kc, tn * WB + h * SN, bb);
-            } else {
-#pragma unroll
-              for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
-            }
+          if constexpr (kSwap) {
+            load_b(st, stage, kc, tn, bb);
+          } else {
+            load_a(st, stage, kc, tm, ba);
           }
           if (++stage == S) stage = 0, phase ^= 1u;
         }
@@ -299,6 +348,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     }
   } else {
     if constexpr (Config::kMinBlocks == 1) setmaxnreg_inc<232>();
+    pdl_wait();  // the epilogue reads and writes what earlier kernels may still use
     const int cw = wg - 1, tid = int(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
     const int row0 = kPingPong ? 0 : cw * MI;  // this warpgroup's first m64 block in the tile
     int stage = 0;
@@ -772,20 +822,20 @@ cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUte
   auto kernel = wgmma_gemm_kernel<T, Config, Epilogue, kAk, kBk>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
   if (e != cudaSuccess) return e;
-  if (args.cluster_reduce) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(grid), 1, 1);
-    config.blockDim = dim3(Config::kThreads, 1, 1);
-    config.dynamicSmemBytes = L::kSmemBytes;
-    config.stream = stream;
-    cudaLaunchAttribute cluster = cluster_attribute(args.splits);
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    e = cudaLaunchKernelEx(&config, kernel, a, b0, b1, args, epilogue);
-  } else {
-    kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(a, b0, b1, args, epilogue);
-    e = cudaGetLastError();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(grid), 1, 1);
+  config.blockDim = dim3(Config::kThreads, 1, 1);
+  config.dynamicSmemBytes = L::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2];
+  config.attrs = attrs;
+  if (args.cluster_reduce) attrs[config.numAttrs++] = cluster_attribute(args.splits);
+  if (gemm_pdl()) {
+    cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
   }
+  e = cudaLaunchKernelEx(&config, kernel, a, b0, b1, args, epilogue);
   ++wgmma_launches;
   wgmma_last_launch = WgmmaLaunchShape{grid, args.splits, args.cluster_reduce};
   return e;
@@ -892,6 +942,7 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         args.m = p.m, args.n = p.n;
         args.tiles_m = int(tiles_m), args.tiles_n = int(tiles_n), args.k_steps = int(k_steps);
         args.a_batched = a_batched, args.b_batched = b_batched[0];
+        args.weights_early = p.b_early;
         const int64_t sms = detail::device_sm_count(), tiles = tiles_m * tiles_n;
         int64_t splits = 1;
         const int64_t slice_bytes = int64_t(NB) * p.m * p.n * 4;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One device call: the Hopper GEMM under programmatic dependent launch (gemm_wgmma.cuh), checked,
+# then measured in the hidden-style models with it on and off.
+#   device call: command "KILN_COMMIT=<sha> OUT=$OUT bash bench/gemm/pdl_run.sh",
+#                carry [".carry/gemm", ".carry/tune", ".carry/core"]
+# Prepared here: .carry/gemm from `GEMM_ARCH=90a GEMM_TC_ALL=0 GEMM_STAGE=build
+# GEMM_BUILD=$PWD/.carry/gemm bash bench/gemm/run.sh`; .carry/tune and .carry/core as
+# bench/tune/README.md says.
+# Steps (STEPS, default "checks models"):
+#   checks: gemm_bench wgsmall, fp16 and bf16: every Hopper path on the edge shapes, then each one
+#           launched right after a kernel that writes A late, with B marked a weight (b_early), and
+#           the control row that shows the writer's next kernel did start early;
+#   models: bench/tune/profile_run.sh (the Gemma layer at 16 and 816 tokens, the ViT block, the CNN:
+#           compiled once; kiln with the default, PDL on, against torch.compile, and the profiles),
+#           then kiln alone with KILN_GEMM_PDL=0 and with the default again, each in its own process
+#           on the same libraries.
+set -uo pipefail
+OUT="${OUT:-/tmp/kiln-pdl-out}"
+mkdir -p "$OUT"
+export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1
+C="$PWD/.carry/tune"
+export LD_LIBRARY_PATH="$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+commit="${KILN_COMMIT:-unknown}"
+t0=$(date +%s)
+steps=" ${STEPS:-checks models} "
+if [[ $steps == *" checks "* ]]; then
+  res="$OUT/gemm_pdl_checks_H200_$(date -u +%F)_${commit}.md"
+  {
+    echo "<!-- command: KILN_COMMIT=$commit bash bench/gemm/pdl_run.sh (STEPS=checks): .carry/gemm/gemm_bench_{0,1} wgsmall -->"
+    echo "- device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); date $(date -u '+%F %T UTC'); commit $commit"
+  } > "$res"
+  for bf in 0 1; do
+    echo "## gemm_bench_$bf wgsmall (BENCH_BF16=$bf)" >> "$res"
+    timeout 240 .carry/gemm/gemm_bench_$bf wgsmall >> "$res" 2>&1
+    echo "exit status $?" >> "$res"
+  done
+  echo "== checks: $(grep -c '| ok |' "$res") ok, $(grep -c 'FAIL' "$res") FAIL, PDL rows $(grep -c 'late writer' "$res"), controls $(grep -c 'PDL control' "$res") ($(( $(date +%s) - t0 )) s)"
+  grep -m5 "FAIL\|exit status [1-9]" "$res"
+fi
+if [[ $steps == *" models "* ]]; then
+  OUT="$OUT" bash "$C/profile_run.sh"
+  for round in off on; do
+    pdl=$([ $round = off ] && echo 0 || echo 1)
+    echo "== kiln alone, KILN_GEMM_PDL=$pdl ($(( $(date +%s) - t0 )) s)"
+    KILN_GEMM_PDL=$pdl python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" \
+      --tokens "${TOKENS:-16,816}" --reuse-built --kiln-only --tag "_pdl$pdl" 2>&1 | grep -v Warning
+    KILN_GEMM_PDL=$pdl python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit,cnn}" --reuse-built \
+      --tag "pdl$pdl" 2>&1 | grep -v Warning | grep "ok\|FAIL\|Error" | head -20
+  done
+fi
+echo "== done ($(( $(date +%s) - t0 )) s)"
