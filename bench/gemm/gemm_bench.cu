@@ -453,7 +453,7 @@ static std::function<void(Operands&)> g_before_launch;
 static cudaStream_t g_check_stream = 0;  // check()'s stream
 
 // The PDL-order check's writer: lets the next kernel start at once (as kiln's generated kernels
-// do), spins `ns` nanoseconds, then writes A's true values over the NaNs the check left there. A
+// do), sleeps `ns` nanoseconds (200 us: a first launch of the next kernel may take tens), then writes A's true values over the NaNs the check left there. A
 // kernel launched after it with programmatic dependent launch that read A before its pdl_wait
 // would see NaNs.
 __global__ void late_writer_kernel(T* dst, const T* src, int64_t count, unsigned long long ns) {
@@ -626,9 +626,10 @@ static void check_pdl_order(Operands& o, const std::vector<Path>& paths, Epi epi
   };
   auto writer = [&](Operands& op) {
     CHECK_CUDA(cudaMemsetAsync(op.a.dev, 0xff, count * sizeof(T), stream));
-    late_writer_kernel<<<132, 256, 0, stream>>>(op.a.dev, truth, int64_t(count), 20000ull);
+    late_writer_kernel<<<132, 256, 0, stream>>>(op.a.dev, truth, int64_t(count), 200000ull);
     CHECK_CUDA(cudaGetLastError());
   };
+  early_reader_kernel<<<1, 1, 0, stream>>>(static_cast<const T*>(o.a.dev), seen);  // loaded before it is timed against the writer
   writer(o);
   cudaLaunchConfig_t c = {};
   c.gridDim = dim3(1), c.blockDim = dim3(1);

@@ -10,10 +10,8 @@
 #   checks: gemm_bench wgsmall, fp16 and bf16: every Hopper path on the edge shapes, then each one
 #           launched right after a kernel that writes A late, with B marked a weight (b_early), and
 #           the control row that shows the writer's next kernel did start early;
-#   models: bench/tune/profile_run.sh (the Gemma layer at 16 and 816 tokens, the ViT block, the CNN:
-#           compiled once; kiln with the default, PDL on, against torch.compile, and the profiles),
-#           then kiln alone with KILN_GEMM_PDL=0 and with the default again, each in its own process
-#           on the same libraries.
+#   models: the Gemma layer at 16 and 816 tokens and the ViT block compiled once, then kiln timed
+#           under each KILN_GEMM_PDL mode of MODES, twice over (see the step).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-pdl-out}"
 mkdir -p "$OUT"
@@ -38,14 +36,23 @@ if [[ $steps == *" checks "* ]]; then
   grep -m5 "FAIL\|exit status [1-9]" "$res"
 fi
 if [[ $steps == *" models "* ]]; then
-  OUT="$OUT" bash "$C/profile_run.sh"
-  for round in off on; do
-    pdl=$([ $round = off ] && echo 0 || echo 1)
-    echo "== kiln alone, KILN_GEMM_PDL=$pdl ($(( $(date +%s) - t0 )) s)"
-    KILN_GEMM_PDL=$pdl python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" \
-      --tokens "${TOKENS:-16,816}" --reuse-built --kiln-only --tag "_pdl$pdl" 2>&1 | grep -v Warning
-    KILN_GEMM_PDL=$pdl python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit,cnn}" --reuse-built \
-      --tag "pdl$pdl" 2>&1 | grep -v Warning | grep "ok\|FAIL\|Error" | head -20
+  # Compiled once (the Gemma layer at TOKENS, the ViT block), then kiln alone under each
+  # KILN_GEMM_PDL mode of MODES (gemm_ptx.cuh: 0 plain; bits 1 launch, 2 weights early, 4 trigger
+  # early), each in its own process on the same libraries, the sweep twice.
+  python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit}" --compile-only > "$OUT/bench_compile.log" 2>&1 &
+  bc=$!
+  python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" --tokens "${TOKENS:-16,816}" \
+    --kiln-only --tag _compile 2>&1 | grep -v Warning
+  wait $bc
+  echo "== compiled ($(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/bench_compile.log")"
+  for round in 1 2; do
+    for mode in ${MODES:-0 7 1 3 5}; do
+      echo "== round $round, KILN_GEMM_PDL=$mode ($(( $(date +%s) - t0 )) s)"
+      KILN_GEMM_PDL=$mode python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" \
+        --tokens "${TOKENS:-16,816}" --reuse-built --kiln-only --tag "_r${round}_pdl$mode" 2>&1 | grep "tokens: relative"
+      KILN_GEMM_PDL=$mode python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit}" --reuse-built \
+        --tag "r${round}_pdl$mode" 2>&1 | grep ": ok\|FAIL\|Error" | head -4
+    done
   done
 fi
 echo "== done ($(( $(date +%s) - t0 )) s)"

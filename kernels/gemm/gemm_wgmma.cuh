@@ -114,7 +114,8 @@ struct WgmmaArgs {
   int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
   float* partial = nullptr;          // split-K slices (splits > 1, not cluster_reduce)
   int cluster_reduce = 0;            // (only with splits > 1) a tile's splits are a cluster of one unit each
-  int weights_early = 0;             // the call's B (Problem::b_early) may be read before pdl_wait
+  int weights_early = 0;             // the call's B (Problem::b_early) is read before pdl_wait
+  int trigger_early = 1;             // pdl_trigger once the CTA is set up (else at its exit)
 };
 
 template <typename Config, int kNumB>
@@ -262,7 +263,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
 
   // Programmatic dependent launch (launch_wgmma): every CTA of the grid is resident once it gets
   // here, so the next kernel may be scheduled now (it waits for this one's end before it reads).
-  pdl_trigger();
+  if (args.trigger_early) pdl_trigger();
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
     if constexpr (Config::kMinBlocks == 1) setmaxnreg_dec<40>();
@@ -942,7 +943,9 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         args.m = p.m, args.n = p.n;
         args.tiles_m = int(tiles_m), args.tiles_n = int(tiles_n), args.k_steps = int(k_steps);
         args.a_batched = a_batched, args.b_batched = b_batched[0];
-        args.weights_early = p.b_early;
+        const int pdl = gemm_pdl_mode();
+        args.weights_early = p.b_early && (pdl & kPdlWeightsEarly) != 0;
+        args.trigger_early = (pdl & kPdlTriggerEarly) != 0;
         const int64_t sms = detail::device_sm_count(), tiles = tiles_m * tiles_n;
         int64_t splits = 1;
         const int64_t slice_bytes = int64_t(NB) * p.m * p.n * 4;
