@@ -604,9 +604,9 @@ static std::string wgmma_launch_text() {
 }
 
 // The Hopper paths launched programmatically right after a kernel that writes A late (the writer
-// lets them start at once, as kiln's generated kernels do), with B marked a weight (b_early: its
-// first stages requested before pdl_wait): A holds NaNs until the writer's last step, so a read of
-// A before pdl_wait, or an epilogue write before it, shows in the check. The first row of a shape
+// lets them start at once, as kiln's generated kernels do), with B marked a weight (b_early, as
+// generated code marks it): A holds NaNs until the writer's last step, 200 us in, so a read of A
+// before pdl_wait, or an epilogue write before it, shows in the check. The first row of a shape
 // is the control: a programmatic kernel without pdl_wait, which must see the NaNs (else the writer
 // did not overlap the next launch and the rows prove nothing).
 static void check_pdl_order(Operands& o, const std::vector<Path>& paths, Epi epi, void* ws, int64_t ws_bytes) {

@@ -11,7 +11,7 @@
 #           launched right after a kernel that writes A late, with B marked a weight (b_early), and
 #           the control row that shows the writer's next kernel did start early;
 #   models: the Gemma layer at 16 and 816 tokens and the ViT block compiled once, then kiln timed
-#           under each KILN_GEMM_PDL mode of MODES, twice over (see the step).
+#           with KILN_GEMM_PDL=0 and with the default (programmatic launches), twice over.
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-pdl-out}"
 mkdir -p "$OUT"
@@ -37,8 +37,8 @@ if [[ $steps == *" checks "* ]]; then
 fi
 if [[ $steps == *" models "* ]]; then
   # Compiled once (the Gemma layer at TOKENS, the ViT block), then kiln alone under each
-  # KILN_GEMM_PDL mode of MODES (gemm_ptx.cuh: 0 plain; bits 1 launch, 2 weights early, 4 trigger
-  # early), each in its own process on the same libraries, the sweep twice.
+  # KILN_GEMM_PDL value of MODES (gemm_ptx.cuh: 0 plain launches, else programmatic; run s32b swept
+  # a mask of variants since removed), each in its own process on the same libraries, twice over.
   python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit}" --compile-only > "$OUT/bench_compile.log" 2>&1 &
   bc=$!
   python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" --tokens "${TOKENS:-16,816}" \
@@ -46,7 +46,7 @@ if [[ $steps == *" models "* ]]; then
   wait $bc
   echo "== compiled ($(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/bench_compile.log")"
   for round in 1 2; do
-    for mode in ${MODES:-0 7 1 3 5}; do
+    for mode in ${MODES:-0 1}; do
       echo "== round $round, KILN_GEMM_PDL=$mode ($(( $(date +%s) - t0 )) s)"
       KILN_GEMM_PDL=$mode python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" \
         --tokens "${TOKENS:-16,816}" --reuse-built --kiln-only --tag "_r${round}_pdl$mode" 2>&1 | grep "tokens: relative"

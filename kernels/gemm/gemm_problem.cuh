@@ -45,9 +45,8 @@ struct Problem {
   Operand b[2];
   int num_b = 1;                                       // 2: a dual product sharing A
   // True when no work enqueued on the stream before the call's kernel writes any B (a weight,
-  // and the call is not the first launch of a generated function): the small-M kernel (gemv.cuh)
-  // and the Hopper kernel (gemm_wgmma.cuh) then request B while the kernel before it still runs
-  // (programmatic dependent launch, sm_90+).
+  // and the call is not the first launch of a generated function): the small-M kernel then
+  // prefetches B while the kernel before it still runs (programmatic dependent launch, sm_90+).
   bool b_early = false;
 
   __host__ __device__ int64_t batch() const {

@@ -134,23 +134,16 @@ inline bool device_code_has_pdl() {
   return known == 1;
 }
 
-// How kernels/gemm's GEMM kernels (gemm_tensorcore.cuh, gemm_wgmma.cuh) use programmatic
-// dependent launch where the device code holds their pdl_wait (device_code_has_pdl): a mask of
-// kPdlLaunch (launched programmatically), kPdlWeightsEarly (gemm_wgmma: weights requested before
-// pdl_wait) and kPdlTriggerEarly (gemm_wgmma: the next kernel may be scheduled once a CTA is set
-// up, else when it exits). KILN_GEMM_PDL overrides the default for benchmarks: 0 plain launches,
-// or the mask's value.
-constexpr int kPdlLaunch = 1, kPdlWeightsEarly = 2, kPdlTriggerEarly = 4;
-constexpr int kPdlDefault = kPdlLaunch | kPdlWeightsEarly | kPdlTriggerEarly;
-inline int gemm_pdl_mode() {
-  static const int mode = [] {
+// Whether kernels/gemm's GEMM kernels (gemm_tensorcore.cuh, gemm_wgmma.cuh) are launched with
+// programmatic dependent launch: on unless KILN_GEMM_PDL=0 (benchmarks compare the two in one
+// build), where the device code holds their pdl_wait (device_code_has_pdl).
+inline bool gemm_pdl() {
+  static const bool off = [] {
     const char* v = std::getenv("KILN_GEMM_PDL");
-    const int m = v != nullptr && v[0] >= '0' && v[0] <= '7' && v[1] == '\0' ? v[0] - '0' : kPdlDefault;
-    return (m & kPdlLaunch) != 0 && device_code_has_pdl() ? m : 0;
+    return v != nullptr && v[0] == '0' && v[1] == '\0';
   }();
-  return mode;
+  return !off && device_code_has_pdl();
 }
-inline bool gemm_pdl() { return gemm_pdl_mode() != 0; }
 
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }

@@ -40,12 +40,13 @@
 // double, so BN * BM/128 * kNumB <= 256 (e.g. 128 x 128 dual), or (DUAL_HALVES) a BN-column tile
 // holds BN/2 columns of each B (the gate*up of a 128 x 64 output tile from one 128 x 128 wgmma).
 //
-// Programmatic dependent launch (sm_90; KILN_GEMM_PDL=0 launches plainly, gemm_ptx.cuh: gemm_pdl): the grid may start
-// while the kernel before it on the stream finishes (kiln's generated kernels allow it from their
-// first instruction). A CTA sets up its barriers, lets the next kernel be scheduled, and, where
-// Problem::b_early says no earlier work writes B (a weight), requests the weights of its first
-// unit's first k-steps (up to the ring's depth); everything else, the tokens' loads and every
-// epilogue access, waits in pdl_wait for the previous kernel's end.
+// Programmatic dependent launch (sm_90; gemm_ptx.cuh's gemm_pdl, KILN_GEMM_PDL=0 launches
+// plainly): the grid may be scheduled while the kernel before it on the stream finishes (kiln's
+// generated kernels allow it from their first instruction), so its launch and the CTAs' set-up
+// (barriers, tensor maps) overlap that kernel's tail; the producer's first load and the consumers
+// wait in pdl_wait for its end. The CTAs let the next kernel start only when they exit (no
+// pdl_trigger), and no operand is read before pdl_wait: requesting the weights' first stages
+// there, or an early trigger, made the models slower (bench/gemm/NOTES.md, session 32).
 //
 // SWAP_AB tiles run the transposed problem (try_gemm_wgmma): A = the weights, B = the tokens, so
 // that the tokens lie on wgmma's N (steps of 8) instead of its M (steps of 64); a dual product's
@@ -114,8 +115,6 @@ struct WgmmaArgs {
   int64_t units = 0;                 // batch * tiles_m * tiles_n * splits
   float* partial = nullptr;          // split-K slices (splits > 1, not cluster_reduce)
   int cluster_reduce = 0;            // (only with splits > 1) a tile's splits are a cluster of one unit each
-  int weights_early = 0;             // the call's B (Problem::b_early) is read before pdl_wait
-  int trigger_early = 1;             // pdl_trigger once the CTA is set up (else at its exit)
 };
 
 template <typename Config, int kNumB>
@@ -261,86 +260,46 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
     ks1 = ks0 + args.k_steps_per_split < args.k_steps ? ks0 + args.k_steps_per_split : args.k_steps;
   };
 
-  // Programmatic dependent launch (launch_wgmma): every CTA of the grid is resident once it gets
-  // here, so the next kernel may be scheduled now (it waits for this one's end before it reads).
-  if (args.trigger_early) pdl_trigger();
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {
     if constexpr (Config::kMinBlocks == 1) setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
-      // A stage's loads, split by operand: A (SWAP_AB: the weights A and, for a dual product, A1
-      // after B, from the second map) and B (SWAP_AB: the tokens).
-      auto load_a = [&](uint32_t st, int stage, int kc, int tm, int ba) {
-#pragma unroll
-        for (int j = 0; j < (kSwap ? NB : 1); ++j) {
-          const void* map = j == 0 ? &tma_a : &tma_b1;
-          const uint32_t dst = st + uint32_t(j) * (L::kABytes + L::kBBytes);
-          if constexpr (kAk) {
-            tma_load_3d(dst, map, full(stage), kc, tm * BM, ba);
-          } else {
-#pragma unroll
-            for (int c = 0; c < BM / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tm * BM + 64 * c, kc, ba);
-          }
-        }
-      };
-      auto load_b = [&](uint32_t st, int stage, int kc, int tn, int bb) {
-#pragma unroll
-        for (int j = 0; j < (kSwap ? 1 : NB); ++j) {
-          // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
-          const void* map = j == 0 ? &tma_b0 : &tma_b1;
-          const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
-          if constexpr (kBk) {
-#pragma unroll
-            for (int h = 0; h < NH; ++h) tma_load_3d(dst + uint32_t(h * SN) * 128u, map, full(stage), kc, tn * WB + h * SN, bb);
-          } else {
-#pragma unroll
-            for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
-          }
-        }
-      };
-      // The weights (the call's B: the kernel's A under SWAP_AB) of the first unit's first k-steps,
-      // up to a ring's worth, are requested before pdl_wait where no earlier work writes them
-      // (args.weights_early): they arrive while the previous kernel still runs. Those stages' empty
-      // waits would pass at once (a fresh ring), and their full barriers expect the whole stage.
-      auto load_weights = [&](uint32_t st, int stage, int kc, int tm, int tn, int ba, int bb) {
-        if constexpr (kSwap) {
-          load_a(st, stage, kc, tm, ba);
-        } else {
-          load_b(st, stage, kc, tn, bb);
-        }
-      };
-      int early = 0;
-      if (args.weights_early && int64_t(blockIdx.x) < args.units) {
-        int b, tm, tn, split, ks0, ks1;
-        decode(blockIdx.x, b, tm, tn, split);
-        k_range(split, ks0, ks1);
-        early = ks1 - ks0 < S ? ks1 - ks0 : S;
-        for (int i = 0; i < early; ++i) {
-          mbar_expect_tx(full(i), L::kStageBytes);
-          load_weights(base + uint32_t(i) * L::kStageBytes, i, (ks0 + i) * BK, tm, tn, args.a_batched ? b : 0,
-                       args.b_batched ? b : 0);
-        }
-      }
-      pdl_wait();  // the tokens (and anything else) may be the previous kernel's outputs
-      int stage = 0, issued = 0;
+      pdl_wait();  // (launch_wgmma) A, and under SWAP_AB B, may be the previous kernel's outputs
+      int stage = 0;
       uint32_t phase = 0;
       for (int64_t u = blockIdx.x; u < args.units; u += gridDim.x) {
         int b, tm, tn, split, ks0, ks1;
         decode(u, b, tm, tn, split);
         k_range(split, ks0, ks1);
         const int ba = args.a_batched ? b : 0, bb = args.b_batched ? b : 0;
-        for (int ks = ks0; ks < ks1; ++ks, ++issued) {
+        for (int ks = ks0; ks < ks1; ++ks) {
+          mbar_wait(empty(stage), phase ^ 1u);
+          mbar_expect_tx(full(stage), L::kStageBytes);
           const uint32_t st = base + uint32_t(stage) * L::kStageBytes;
           const int kc = ks * BK;
-          if (issued >= early) {
-            mbar_wait(empty(stage), phase ^ 1u);
-            mbar_expect_tx(full(stage), L::kStageBytes);
-            load_weights(st, stage, kc, tm, tn, ba, bb);
+#pragma unroll
+          for (int j = 0; j < (kSwap ? NB : 1); ++j) {  // (SWAP_AB dual: A1 after B, from the second map)
+            const void* map = j == 0 ? &tma_a : &tma_b1;
+            const uint32_t dst = st + uint32_t(j) * (L::kABytes + L::kBBytes);
+            if constexpr (kAk) {
+              tma_load_3d(dst, map, full(stage), kc, tm * BM, ba);
+            } else {
+#pragma unroll
+              for (int c = 0; c < BM / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tm * BM + 64 * c, kc, ba);
+            }
           }
-          if constexpr (kSwap) {
-            load_b(st, stage, kc, tn, bb);
-          } else {
-            load_a(st, stage, kc, tm, ba);
+#pragma unroll
+          for (int j = 0; j < (kSwap ? 1 : NB); ++j) {
+            // B j's WB columns: its own BN-column tile, or (dual halves) half of the shared one
+            const void* map = j == 0 ? &tma_b0 : &tma_b1;
+            const uint32_t dst = st + L::kABytes + uint32_t(j) * (kDualHalves ? uint32_t(WB) * 128u : L::kBBytes);
+            if constexpr (kBk) {
+#pragma unroll
+              for (int h = 0; h < NH; ++h) tma_load_3d(dst + uint32_t(h * SN) * 128u, map, full(stage), kc, tn * WB + h * SN, bb);
+            } else {
+#pragma unroll
+              for (int c = 0; c < WB / 64; ++c) tma_load_3d(dst + 8192u * c, map, full(stage), tn * WB + 64 * c, kc, bb);
+            }
           }
           if (++stage == S) stage = 0, phase ^= 1u;
         }
@@ -943,9 +902,6 @@ bool try_gemm_wgmma_tiles(const Problem& p, const Epilogue& epilogue, void* work
         args.m = p.m, args.n = p.n;
         args.tiles_m = int(tiles_m), args.tiles_n = int(tiles_n), args.k_steps = int(k_steps);
         args.a_batched = a_batched, args.b_batched = b_batched[0];
-        const int pdl = gemm_pdl_mode();
-        args.weights_early = p.b_early && (pdl & kPdlWeightsEarly) != 0;
-        args.trigger_early = (pdl & kPdlTriggerEarly) != 0;
         const int64_t sms = detail::device_sm_count(), tiles = tiles_m * tiles_n;
         int64_t splits = 1;
         const int64_t slice_bytes = int64_t(NB) * p.m * p.n * 4;
