@@ -11,7 +11,8 @@
 #           launched right after a kernel that writes A late, with B marked a weight (b_early), and
 #           the control row that shows the writer's next kernel did start early;
 #   models: the Gemma layer at 16 and 816 tokens and the ViT block compiled once, then kiln timed
-#           with KILN_GEMM_PDL=0 and with the default (programmatic launches), twice over.
+#           with KILN_GEMM_PDL=0 and with the default (programmatic launches), twice over;
+#   conv:   the convolution and attention templates (see the step; carry .carry/conv).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-pdl-out}"
 mkdir -p "$OUT"
@@ -52,6 +53,26 @@ if [[ $steps == *" models "* ]]; then
         --tokens "${TOKENS:-16,816}" --reuse-built --kiln-only --tag "_r${round}_pdl$mode" 2>&1 | grep "tokens: relative"
       KILN_GEMM_PDL=$mode python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit}" --reuse-built \
         --tag "r${round}_pdl$mode" 2>&1 | grep ": ok\|FAIL\|Error" | head -4
+    done
+  done
+fi
+if [[ $steps == *" conv "* ]]; then
+  # The convolution and attention templates' programmatic launches: .carry/conv (bench/gemm/
+  # conv_device_run.sh --prepare build .carry/conv --bench) runs the generated conv edge cases,
+  # conv_bench's checks and the CNN; then the attention edge cases, and the ViT block and the CNN
+  # with KILN_GEMM_PDL=0 and the default, twice over, on the libraries built there.
+  KV="$PWD/.carry/conv"
+  OUT="$OUT/conv" EDGE_BF16="${EDGE_BF16:-0,7,8,9}" bash "$KV/run.sh"
+  (cd /tmp/convsrc && timeout 200 python3 bench/contraction/edge_check.py --kiln "$KV/kiln" --kinds mlp,attention,attention64 2>&1 | grep -v Warn) > "$OUT/edge_attention.txt"
+  echo "== mlp and attention edge cases: $(grep -c '^ok' "$OUT/edge_attention.txt") ok; $(grep -vc '^ok' "$OUT/edge_attention.txt") other lines ($(( $(date +%s) - t0 )) s)"
+  grep -v '^ok' "$OUT/edge_attention.txt" | tail -5
+  export LD_LIBRARY_PATH="$KV/lib:$LD_LIBRARY_PATH"
+  python3 /tmp/convsrc/bench/contraction/bench.py --kiln "$KV/kiln" --work /tmp/kiln-contraction-cnn --only vit --compile-only > "$OUT/vit_compile.log" 2>&1
+  for round in 1 2; do
+    for mode in 0 1; do
+      echo "== round $round, KILN_GEMM_PDL=$mode ($(( $(date +%s) - t0 )) s)"
+      KILN_GEMM_PDL=$mode python3 /tmp/convsrc/bench/contraction/bench.py --kiln "$KV/kiln" --work /tmp/kiln-contraction-cnn --out "$OUT" \
+        --only vit,cnn --reuse-built --tag "conv_r${round}_pdl$mode" 2>&1 | grep ": ok\|FAIL\|Error" | head -8
     done
   done
 fi

@@ -128,6 +128,7 @@ __device__ __forceinline__ void attn_load_tile(T* smem, const T* base, int64_t s
 
 template <typename T, int D, typename Epilogue>
 __global__ void __launch_bounds__(128) attention_tc_kernel(const AttentionProblem p, const Epilogue epilogue) {
+  pdl_wait();  // launch_programmatic
   using L = AttnTc<D>;
   constexpr int kLd = L::kLd;
   extern __shared__ __align__(16) unsigned char attn_smem[];
@@ -397,8 +398,7 @@ cudaError_t attention(const AttentionProblem& p, const Epilogue& epilogue, cudaS
       const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
       if (e != cudaSuccess) return e;
       const dim3 grid(unsigned((p.seq_q + L::kBM - 1) / L::kBM), unsigned(batch));
-      kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, epilogue);
-      return cudaGetLastError();
+      return detail::launch_programmatic(kernel, grid, dim3(L::kThreads), L::kSmemBytes, stream, p, epilogue);
     }
   }
   if (batch > 65535 || p.seq_q > 0x7fffffff) return cudaErrorInvalidConfiguration;

@@ -49,6 +49,7 @@ struct ConvDirectArgs {
 template <typename T, int kPixels, int kChannels, typename Epilogue>
 __global__ void __launch_bounds__(kDirectThreads, kPixels == 1 ? 6 : 1)
     conv_direct_kernel(const Problem p, const ConvShape s, const ConvDirectArgs a, const Epilogue epilogue) {
+  pdl_wait();  // launch_programmatic
   // The weight as [k_steps][m_pad] floats (k_steps: K rounded up to kDirectStep, the rows past K
   // zero), then per k the tap's row and column offsets from the window's origin and its channel's
   // offset in the image (for k past K, a row offset that puts every tap outside the image).
@@ -190,9 +191,9 @@ cudaError_t conv_direct(const Problem& p, const ConvShape& s, const Epilogue& ep
   a.image_elements = s.channels * s.height * s.width;
   const int64_t per_block = detail::kDirectThreads * kPixels;
   const size_t smem = size_t(a.k_steps) * a.m_pad * sizeof(float) + 3 * detail::kDirectMaxK * sizeof(int);
-  detail::conv_direct_kernel<T, kPixels, kChannels, Epilogue>
-      <<<unsigned((p.n + per_block - 1) / per_block), detail::kDirectThreads, smem, stream>>>(p, s, a, epilogue);
-  return cudaGetLastError();
+  return detail::launch_programmatic(detail::conv_direct_kernel<T, kPixels, kChannels, Epilogue>,
+                                     dim3(unsigned((p.n + per_block - 1) / per_block)), dim3(detail::kDirectThreads), smem, stream, p,
+                                     s, a, epilogue);
 }
 
 }  // namespace kiln::gemm

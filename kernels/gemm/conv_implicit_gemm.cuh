@@ -80,6 +80,7 @@ constexpr int conv_min_blocks() {
 // registers). Variant 2 is timed by bench/gemm/conv_bench.cu only, not yet used by generated code.
 template <typename T, typename Config, typename Epilogue, bool kAVec, int kVariant>
 __global__ void __launch_bounds__(Config::kThreads, conv_min_blocks<Config, kAVec>()) conv_implicit_gemm_kernel(Problem p, ConvShape s, Epilogue epilogue) {
+  pdl_wait();  // launch_programmatic
   constexpr int BM = Config::BM, BN = Config::BN, BK = Config::BK;
   constexpr int kThreads = Config::kThreads, kWarps = kThreads / 32;
   constexpr int WM = BM / Config::WARPS_M, WN = BN / Config::WARPS_N;
@@ -310,8 +311,7 @@ cudaError_t launch_conv(const Problem& p, const ConvShape& s, const Epilogue& ep
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
     if (e != cudaSuccess) return e;
   }
-  kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(p, s, epilogue);
-  return cudaGetLastError();
+  return launch_programmatic(kernel, grid, dim3(Config::kThreads), L::kSmemBytes, stream, p, s, epilogue);
 }
 
 }  // namespace detail

@@ -110,6 +110,7 @@ __device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src) {
 template <typename T, typename Tile, typename Epilogue>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     conv_patch_kernel(Problem p, ConvShape s, PatchGeometry geo, Epilogue epilogue) {
+  pdl_wait();  // launch_programmatic
   constexpr int BM = Tile::BM, BN = Tile::BN, kThreads = Tile::kThreads, MT = 4, NT = 8;
   constexpr int CC = kPatchChannels, S = kPatchStages;
   extern __shared__ __align__(16) unsigned char patch_smem[];
@@ -386,9 +387,8 @@ cudaError_t launch_conv_patch(const Problem& p, const ConvShape& s, const PatchG
   const int64_t tiles_n = (p.n + Tile::BN - 1) / Tile::BN,
                 tiles_m = (p.m + Tile::BM - 1) / Tile::BM;
   if (tiles_m > 65535 || tiles_n > 2147483647) return cudaErrorInvalidValue;
-  kernel<<<dim3(unsigned(tiles_n), unsigned(tiles_m), 1), Tile::kThreads, geo.smem_bytes, stream>>>(
-      p, s, geo, epilogue);
-  return cudaGetLastError();
+  return launch_programmatic(kernel, dim3(unsigned(tiles_n), unsigned(tiles_m), 1), dim3(Tile::kThreads), geo.smem_bytes, stream, p, s,
+                             geo, epilogue);
 }
 
 }  // namespace detail

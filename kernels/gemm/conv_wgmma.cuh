@@ -138,6 +138,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
+  pdl_wait();  // launch_programmatic: the image copy and the epilogue's buffers belong to earlier kernels until here
 
   // Unit u -> m tile (fastest), image, first output row and column of the pixel tile.
   auto decode = [&](int64_t u, int& tm, int& image, int& oh0, int& ow0) {
@@ -363,6 +364,7 @@ __device__ __forceinline__ void conv_wgmma_transpose_tile(const ConvWgmmaPrepare
 
 template <typename T>
 __global__ void __launch_bounds__(256) conv_wgmma_prepare_kernel(const ConvWgmmaPrepare<T> a) {
+  pdl_wait();  // launch_programmatic
   const int64_t transpose = a.transpose_blocks();
   if (int64_t(blockIdx.x) < transpose) {
     conv_wgmma_transpose_tile(a, blockIdx.x);
@@ -457,8 +459,8 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
       const int64_t repack_blocks = std::min<int64_t>((p.m * taps * padded + 255) / 256, 512);
       const int64_t blocks = prep.transpose_blocks() + repack_blocks;
       if (blocks >= (int64_t(1) << 31)) return cudaErrorNotSupported;
-      detail::conv_wgmma_prepare_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(prep);
-      const cudaError_t e = cudaGetLastError();
+      const cudaError_t e =
+          detail::launch_programmatic(detail::conv_wgmma_prepare_kernel<T>, dim3(unsigned(blocks)), dim3(256), 0, stream, prep);
       if (e != cudaSuccess) return e;
       if (steps == ConvWgmmaSteps::kPrepare) return cudaSuccess;
     }
@@ -468,9 +470,9 @@ cudaError_t conv_wgmma(const Problem& p, const ConvShape& s, const Epilogue& epi
     if (e != cudaSuccess) return e;
     const int64_t sms = detail::device_sm_count();
     const int grid = int(args.units < sms ? args.units : sms);
-    kernel<<<grid, Config::kThreads, L::kSmemBytes, stream>>>(mw, mx, args, epilogue);
+    e = detail::launch_programmatic(kernel, dim3(unsigned(grid)), dim3(Config::kThreads), L::kSmemBytes, stream, mw, mx, args, epilogue);
     ++detail::conv_wgmma_launches;
-    return cudaGetLastError();
+    return e;
   } else {
     (void)p, (void)s, (void)epilogue, (void)workspace, (void)workspace_bytes, (void)stream, (void)steps;
     return cudaErrorNotSupported;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <type_traits>
+#include <utility>
 
 #include "gemm_problem.cuh"
 
@@ -134,7 +135,7 @@ inline bool device_code_has_pdl() {
   return known == 1;
 }
 
-// Whether kernels/gemm's GEMM kernels (gemm_tensorcore.cuh, gemm_wgmma.cuh) are launched with
+// Whether kernels/gemm's GEMM, convolution and attention kernels are launched with
 // programmatic dependent launch: on unless KILN_GEMM_PDL=0 (benchmarks compare the two in one
 // build), where the device code holds their pdl_wait (device_code_has_pdl).
 inline bool gemm_pdl() {
@@ -143,6 +144,25 @@ inline bool gemm_pdl() {
     return v != nullptr && v[0] == '0' && v[1] == '\0';
   }();
   return !off && device_code_has_pdl();
+}
+
+// Launches `kernel` on `stream`, programmatically where gemm_pdl() says so: the kernel must call
+// pdl_wait() before its first global access (kernels/gemm's conv and attention kernels do).
+template <typename... Params, typename... Args>
+cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                                Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute pdl;
+  if (gemm_pdl()) {
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &pdl, config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }

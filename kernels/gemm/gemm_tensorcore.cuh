@@ -346,18 +346,7 @@ cudaError_t launch_tensorcore(const Problem& p, const Epilogue& epilogue, float*
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes));
     if (e != cudaSuccess) return e;
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(Config::kThreads, 1, 1);
-  config.dynamicSmemBytes = L::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute pdl;
-  if (gemm_pdl()) {
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &pdl, config.numAttrs = 1;
-  }
-  return cudaLaunchKernelEx(&config, kernel, p, epilogue, partial, splits, k_steps_per_split);
+  return launch_programmatic(kernel, grid, dim3(Config::kThreads), L::kSmemBytes, stream, p, epilogue, partial, splits, k_steps_per_split);
 }
 
 }  // namespace kiln::gemm::detail
