@@ -618,12 +618,6 @@ static void check_pdl_order(Operands& o, const std::vector<Path>& paths, Epi epi
   CHECK_CUDA(cudaMemcpy(truth, o.a.host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
   float* seen;
   CHECK_CUDA(cudaMalloc(&seen, sizeof(float)));
-  auto programmatic = [&](cudaLaunchConfig_t& c, cudaLaunchAttribute& attr) {
-    c.stream = stream;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    c.attrs = &attr, c.numAttrs = 1;
-  };
   auto writer = [&](Operands& op) {
     CHECK_CUDA(cudaMemsetAsync(op.a.dev, 0xff, count * sizeof(T), stream));
     late_writer_kernel<<<132, 256, 0, stream>>>(op.a.dev, truth, int64_t(count), 200000ull);
@@ -632,9 +626,9 @@ static void check_pdl_order(Operands& o, const std::vector<Path>& paths, Epi epi
   early_reader_kernel<<<1, 1, 0, stream>>>(static_cast<const T*>(o.a.dev), seen);  // loaded before it is timed against the writer
   writer(o);
   cudaLaunchConfig_t c = {};
-  c.gridDim = dim3(1), c.blockDim = dim3(1);
-  cudaLaunchAttribute attr;
-  programmatic(c, attr);
+  c.gridDim = dim3(1), c.blockDim = dim3(1), c.stream = stream;
+  cudaLaunchAttribute attr = kg::detail::programmatic_attribute();
+  c.attrs = &attr, c.numAttrs = 1;
   CHECK_CUDA(cudaLaunchKernelEx(&c, early_reader_kernel, static_cast<const T*>(o.a.dev), seen));
   float got = 0;
   CHECK_CUDA(cudaMemcpyAsync(&got, seen, sizeof(float), cudaMemcpyDeviceToHost, stream));

@@ -59,7 +59,7 @@ def main():
         model = os.path.join(a.work, "layer_%d.onnx" % t)
         layers[t] = gemma.build_layer(t, "float16")
         if a.reuse_built:
-            procs[t] = (subprocess.Popen(["true"]), model)
+            procs[t] = (None, model)  # the library an earlier run built
             continue
         gemma.export(model, t, "float16", layers[t])
         cmd = [a.kiln, "compile", model, "-o", os.path.join(a.work, "lib_%d" % t), "--target", "sm_90"]
@@ -68,10 +68,11 @@ def main():
         procs[t] = (subprocess.Popen(cmd, stdout=open(os.path.join(a.work, "compile_%d.log" % t), "w"),
                                      stderr=subprocess.STDOUT), model)
     for t, (p, model) in procs.items():
-        p.wait()
-        note("- %d tokens: kiln compile exit %d after %.0f s" % (t, p.returncode, time.time() - t0))
+        if p:
+            p.wait()
+            note("- %d tokens: kiln compile exit %d after %.0f s" % (t, p.returncode, time.time() - t0))
     for t, (p, model) in procs.items():
-        if p.returncode != 0:
+        if p and p.returncode != 0:
             note("```\n" + open(os.path.join(a.work, "compile_%d.log" % t)).read()[-1500:] + "\n```")
             continue
         layer = layers[t]
@@ -87,8 +88,10 @@ def main():
             err = bench.rel_err(out, ref)
             kus = bench.graph_time_us(fn)
             if a.kiln_only:
-                note("- %d tokens: relative error %.2e vs PyTorch fp32 (%d NaN); kiln %.1f us (KILN_GEMM_PDL=%s)" % (
-                    t, err, int(torch.isnan(out).sum()), kus, os.environ.get("KILN_GEMM_PDL", "unset")))
+                switches = " ".join("%s=%s" % kv for kv in sorted(os.environ.items())
+                                    if kv[0].startswith("KILN_") and kv[0] != "KILN_COMMIT")
+                note("- %d tokens: relative error %.2e vs PyTorch fp32 (%d NaN); kiln %.1f us (%s)" % (
+                    t, err, int(torch.isnan(out).sum()), kus, switches or "no KILN_ switches set"))
                 continue
             eager = bench.graph_time_us(lambda: layer(x))
             compiled = torch.compile(layer)

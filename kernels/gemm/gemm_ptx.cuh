@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -135,15 +136,27 @@ inline bool device_code_has_pdl() {
   return known == 1;
 }
 
+// Whether the environment leaves the switch `name` on: unset or anything but "0" (benchmarks compare
+// a path on and off in one process: KILN_GEMM_SWAP, KILN_GEMV_WGMMA, KILN_GEMM_PDL).
+inline bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 // Whether kernels/gemm's GEMM, convolution and attention kernels are launched with
 // programmatic dependent launch: on unless KILN_GEMM_PDL=0 (benchmarks compare the two in one
 // build), where the device code holds their pdl_wait (device_code_has_pdl).
 inline bool gemm_pdl() {
-  static const bool off = [] {
-    const char* v = std::getenv("KILN_GEMM_PDL");
-    return v != nullptr && v[0] == '0' && v[1] == '\0';
-  }();
-  return !off && device_code_has_pdl();
+  static const bool on = env_switch_on("KILN_GEMM_PDL");
+  return on && device_code_has_pdl();
+}
+
+// The launch attribute of programmatic dependent launch (cudaLaunchKernelEx).
+inline cudaLaunchAttribute programmatic_attribute() {
+  cudaLaunchAttribute a;
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
 }
 
 // Launches `kernel` on `stream`, programmatically where gemm_pdl() says so: the kernel must call
@@ -156,12 +169,8 @@ cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  cudaLaunchAttribute pdl;
-  if (gemm_pdl()) {
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &pdl, config.numAttrs = 1;
-  }
+  cudaLaunchAttribute pdl = programmatic_attribute();
+  if (gemm_pdl()) config.attrs = &pdl, config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

@@ -790,11 +790,7 @@ cudaError_t launch_wgmma(const CUtensorMap& a, const CUtensorMap& b0, const CUte
   cudaLaunchAttribute attrs[2];
   config.attrs = attrs;
   if (args.cluster_reduce) attrs[config.numAttrs++] = cluster_attribute(args.splits);
-  if (gemm_pdl()) {
-    cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-  }
+  if (gemm_pdl()) attrs[config.numAttrs++] = programmatic_attribute();
   e = cudaLaunchKernelEx(&config, kernel, a, b0, b1, args, epilogue);
   ++wgmma_launches;
   wgmma_last_launch = WgmmaLaunchShape{grid, args.splits, args.cluster_reduce};

@@ -437,11 +437,8 @@ inline void gemv_device(int& sms, int& major) {
 // kernels' pdl_wait (device_code_has_pdl: a library built for an older architecture and run here
 // through the driver's JIT has none, and its kernels must not start early).
 inline bool gemv_pdl() {
-  static const bool off = [] {
-    const char* v = std::getenv("KILN_GEMV_PDL");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
-  return !off && device_code_has_pdl();
+  static const bool on = env_switch_on("KILN_GEMV_PDL");
+  return on && device_code_has_pdl();
 }
 
 // How many clusters of `splits` CTAs of one gemv kernel instantiation can be resident at once
@@ -530,11 +527,7 @@ cudaError_t launch_gemv(const Problem& p, const Epilogue& epilogue, int64_t bloc
       cudaLaunchAttribute attrs[2];
       config.attrs = attrs;
       if (splits > 1) attrs[config.numAttrs++] = cluster_attribute(splits);
-      if (gemv_pdl()) {
-        cudaLaunchAttribute& pdl = attrs[config.numAttrs++];
-        pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        pdl.val.programmaticStreamSerializationAllowed = 1;
-      }
+      if (gemv_pdl()) attrs[config.numAttrs++] = programmatic_attribute();
       const cudaError_t e = cudaLaunchKernelEx(&config, kernel, p, epilogue, m, splits);
       if (e != cudaSuccess) return e;
     }

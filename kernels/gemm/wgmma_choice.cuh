@@ -68,12 +68,6 @@ inline int64_t wgmma_waves_work(const Problem& p, WgmmaTileShape t, bool swapped
 }
 
 namespace detail {
-// Whether the environment leaves the switch `name` on: unset or anything but "0" (benchmarks compare
-// a path on and off in one process: KILN_GEMM_SWAP, KILN_GEMV_WGMMA).
-inline bool env_switch_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
 // SWAP_AB tiles may be chosen unless KILN_GEMM_SWAP=0.
 inline bool swap_ab_enabled() {
   static const bool on = env_switch_on("KILN_GEMM_SWAP");
