@@ -174,6 +174,27 @@ cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
+// Whether kiln's generated kernels (src/codegen/CudaPrinter.cpp: every one calls pdl_trigger and
+// then pdl_wait before anything else) are launched programmatically too: where gemm_pdl() says so,
+// unless KILN_GEN_PDL=0. Their launch and set-up then overlap the tail of the kernel before them
+// (Gemma layer at 16 tokens, H200: 109.8 -> 108.0 us, bench/gemm/NOTES.md session 32).
+inline bool generated_pdl() {
+  static const bool on = env_switch_on("KILN_GEN_PDL");
+  return on && gemm_pdl();
+}
+
+// A generated kernel's launch (no dynamic shared memory), programmatic where generated_pdl() says so.
+template <typename... Params, typename... Args>
+cudaError_t launch_generated(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute pdl = programmatic_attribute();
+  if (generated_pdl()) config.attrs = &pdl, config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
 

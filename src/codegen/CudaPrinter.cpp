@@ -171,9 +171,12 @@ void CudaPrinter::print_compute(const FunctionLayout& f) {
            << "\n";
     open_block("__global__ void __launch_bounds__(" + std::to_string(threads) + ") " + kernel_name(f, k) + "(" +
                compute_params(f, buffers, stage) + ")");
-    // Launched in stream order (all earlier work has finished): the next kernel, where it is
-    // launched programmatically (the small-M contraction), may start now and prefetch its weights.
+    // Launched programmatically (launch_generated): the kernel may start while the one before it
+    // on the stream still runs, so it reads nothing before pdl_wait, which returns once that kernel
+    // has finished and its writes are visible (a no-op after a plain launch). The next kernel may
+    // be scheduled at once (a small-M contraction then prefetches its weights before its own wait).
     line() << "kiln::gemm::detail::pdl_trigger();\n";
+    line() << "kiln::gemm::detail::pdl_wait();\n";
     for (int d = 0; d < 3; ++d) kernel_threads_[d] = launch.shape.threads[d];
     stmt(stage);
     for (int64_t& t : kernel_threads_) t = 0;
@@ -221,10 +224,10 @@ void CudaPrinter::print_invoke(const FunctionLayout& f) {
     const std::string block = std::to_string(s.threads[0]) + ", " + std::to_string(s.threads[1]) + ", " +
                               std::to_string(s.threads[2]);
     const std::string name = kernel_name(f, k);
-    line() << name << "<<<dim3(" << grid << "), dim3(" << block << "), 0, static_cast<cudaStream_t>(stream)>>>("
-           << compute_args(f, buffers_used(f, f.stages[k])) << ");\n";
-    line() << "if (const int32_t launch = kiln_check_launch(signature, \"" << name
-           << "\"); launch != KILN_OK) return launch;\n";
+    line() << "if (const cudaError_t launched = kiln::gemm::detail::launch_generated(" << name << ", dim3(" << grid
+           << "), dim3(" << block << "), static_cast<cudaStream_t>(stream), "
+           << compute_args(f, buffers_used(f, f.stages[k])) << "); launched != cudaSuccess)\n";
+    line() << "  return kiln_launch_failed(signature, \"" << name << "\", launched);\n";
   }
 }
 

@@ -174,6 +174,18 @@ TEST(GemmTemplate, BIsReadEarlyOnlyWhenItIsAnInputAndNotTheFirstKernel) {
   EXPECT_EQ(calls[1].find("b_early"), std::string::npos) << "B written by this call:\n" << calls[1];
   EXPECT_EQ(calls[2].find("b_early"), std::string::npos) << "the call's first kernel:\n" << calls[2];
   EXPECT_NE(text.find("kiln::gemm::detail::pdl_trigger();"), std::string::npos) << "generated kernels let the next one start";
+  // Generated kernels are launched programmatically, so each waits for the kernel before it
+  // before it reads anything: the wait is its second statement, after the trigger.
+  EXPECT_NE(text.find("kiln::gemm::detail::launch_generated(early_k0_normed_out0, "), std::string::npos) << text;
+  size_t kernels = 0;
+  for (size_t at = text.find("__global__ void"); at != std::string::npos; at = text.find("__global__ void", at + 1)) {
+    const size_t body = text.find('{', at);
+    const std::string head = text.substr(body, text.find(';', text.find(';', body) + 1) - body);
+    EXPECT_NE(head.find("pdl_trigger();"), std::string::npos) << head;
+    EXPECT_NE(head.find("pdl_wait()"), std::string::npos) << head;
+    ++kernels;
+  }
+  EXPECT_GE(kernels, 1u) << text;
 }
 
 // A contraction whose M is a constant calls the one template its M takes: the other paths'
