@@ -224,9 +224,10 @@ void CudaPrinter::print_invoke(const FunctionLayout& f) {
     const std::string block = std::to_string(s.threads[0]) + ", " + std::to_string(s.threads[1]) + ", " +
                               std::to_string(s.threads[2]);
     const std::string name = kernel_name(f, k);
+    const std::string args = compute_args(f, buffers_used(f, f.stages[k]));  // empty for a kernel of no parameters
     line() << "if (const cudaError_t launched = kiln::gemm::detail::launch_generated(" << name << ", dim3(" << grid
-           << "), dim3(" << block << "), static_cast<cudaStream_t>(stream), "
-           << compute_args(f, buffers_used(f, f.stages[k])) << "); launched != cudaSuccess)\n";
+           << "), dim3(" << block << "), static_cast<cudaStream_t>(stream)" << (args.empty() ? "" : ", " + args)
+           << "); launched != cudaSuccess)\n";
     line() << "  return kiln_launch_failed(signature, \"" << name << "\", launched);\n";
   }
 }

@@ -44,6 +44,15 @@ Functions elementwise_chain(DType dtype) {
   return {{x, b}, {y}};
 }
 
+// A Split into a part of size 0 (the ONNX case test_split_zero_size_splits): the empty part's
+// kernel reads and writes nothing, so it has no parameters.
+Functions empty_output() {
+  te::Tensor x = te::placeholder("x", DType::Float16, {8, 64});
+  te::Tensor y = te::compute("y", {8, 64}, [&](const std::vector<Expr>& i) { return x(i); }, "node 'part' (Split)");
+  te::Tensor z = te::compute("z", {0, 64}, [&](const std::vector<Expr>& i) { return x(i); }, "node 'part' (Split)");
+  return {{x}, {y, z}};
+}
+
 // Softmax over rows of `cols` (96 unless given): max, sum of exp, normalize.
 Functions row_softmax(int64_t cols = 96) {
   Expr rows = var("rows");
@@ -279,8 +288,14 @@ TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
                                     lower_functions("colsum_bf16", column_sum_constant(DType::BFloat16), true),
                                     lower_functions("colmax_guarded", column_max_guarded(), true),
                                     lower_functions("matmul_f32", matmul(DType::Float32), true),
-                                    lower_functions("matmul_bf16", matmul(DType::BFloat16), true)};
-  test::expect_cuda_compiles_for_every_architecture("cuda", codegen::generate_module(funcs, codegen::Target::Cuda));
+                                    lower_functions("matmul_bf16", matmul(DType::BFloat16), true),
+                                    lower_functions("empty", empty_output(), true)};
+  const std::string cuda = codegen::generate_module(funcs, codegen::Target::Cuda);
+  // A kernel of no parameters is launched with none (the launch's argument list has no trailing comma).
+  EXPECT_NE(cuda.find("launch_generated(empty_k1, dim3(1, 1, 1), dim3(1, 1, 1), static_cast<cudaStream_t>(stream));"),
+            std::string::npos)
+      << cuda;
+  test::expect_cuda_compiles_for_every_architecture("cuda", cuda);
 }
 
 }  // namespace
