@@ -10,8 +10,10 @@
 #   checks: gemm_bench wgsmall, fp16 and bf16: every Hopper path on the edge shapes, then each one
 #           launched right after a kernel that writes A late, with B marked a weight (b_early), and
 #           the control row that shows the writer's next kernel did start early;
-#   models: the Gemma layer at 16 and 816 tokens and the ViT block compiled once, then kiln timed
-#           with KILN_GEMM_PDL=0 and with the default (programmatic launches), twice over;
+#   models: the Gemma layer at 16 and 816 tokens and the ViT block (ONLY: bench.py sections, e.g.
+#           vit,cnn) compiled once, then kiln timed with SWITCH=0 and with the default, twice over
+#           (SWITCH: KILN_GEMM_PDL, the templates' programmatic launches, or KILN_GEN_PDL, the
+#           generated kernels');
 #   conv:   the convolution and attention templates (see the step; carry .carry/conv).
 set -uo pipefail
 OUT="${OUT:-/tmp/kiln-pdl-out}"
@@ -46,12 +48,13 @@ if [[ $steps == *" models "* ]]; then
     --kiln-only --tag _compile 2>&1 | grep -v Warning
   wait $bc
   echo "== compiled ($(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/bench_compile.log")"
+  switch="${SWITCH:-KILN_GEMM_PDL}"
   for round in 1 2; do
     for mode in ${MODES:-0 1}; do
-      echo "== round $round, KILN_GEMM_PDL=$mode ($(( $(date +%s) - t0 )) s)"
-      KILN_GEMM_PDL=$mode python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" \
+      echo "== round $round, $switch=$mode ($(( $(date +%s) - t0 )) s)"
+      env "$switch=$mode" python3 "$C/profile_layer.py" --kiln "$C/kiln" --out "$OUT" --bench "$C/contraction_bench.py" \
         --tokens "${TOKENS:-16,816}" --reuse-built --kiln-only --tag "_r${round}_pdl$mode" 2>&1 | grep "tokens: relative"
-      KILN_GEMM_PDL=$mode python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit}" --reuse-built \
+      env "$switch=$mode" python3 "$C/contraction_bench.py" --kiln "$C/kiln" --out "$OUT" --only "${ONLY:-vit}" --reuse-built \
         --tag "r${round}_pdl$mode" 2>&1 | grep ": ok\|FAIL\|Error" | head -4
     done
   done
