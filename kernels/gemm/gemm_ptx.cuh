@@ -183,15 +183,17 @@ inline bool generated_pdl() {
   return on && gemm_pdl();
 }
 
-// A generated kernel's launch (no dynamic shared memory), programmatic where generated_pdl() says so.
+// A generated kernel's launch (no dynamic shared memory): programmatic where `programmatic` and
+// generated_pdl() say so, else in stream order (after all earlier work on the stream has finished).
 template <typename... Params, typename... Args>
-cudaError_t launch_generated(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+cudaError_t launch_generated(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                             Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.stream = stream;
   cudaLaunchAttribute pdl = programmatic_attribute();
-  if (generated_pdl()) config.attrs = &pdl, config.numAttrs = 1;
+  if (programmatic && generated_pdl()) config.attrs = &pdl, config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

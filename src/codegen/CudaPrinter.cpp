@@ -225,9 +225,17 @@ void CudaPrinter::print_invoke(const FunctionLayout& f) {
                               std::to_string(s.threads[2]);
     const std::string name = kernel_name(f, k);
     const std::string args = compute_args(f, buffers_used(f, f.stages[k]));  // empty for a kernel of no parameters
-    line() << "if (const cudaError_t launched = kiln::gemm::detail::launch_generated(" << name << ", dim3(" << grid
-           << "), dim3(" << block << "), static_cast<cudaStream_t>(stream)" << (args.empty() ? "" : ", " + args)
-           << "); launched != cudaSuccess)\n";
+    // Programmatic (it may start while the kernel before it runs), except the function's first
+    // generated kernel where a later template call reads its B early (reads_b_early): that one
+    // starts in stream order, after all the caller's work.
+    bool in_order = false;
+    if (k == first_generated_kernel(f)) {
+      for (size_t later = k + 1; later < f.stages.size(); ++later) in_order = in_order || reads_b_early(f, later);
+    }
+    if (in_order) line() << "// in stream order: the B operands of a later call are read before its pdl_wait\n";
+    line() << "if (const cudaError_t launched = kiln::gemm::detail::launch_generated(" << (in_order ? "false" : "true") << ", "
+           << name << ", dim3(" << grid << "), dim3(" << block << "), static_cast<cudaStream_t>(stream)"
+           << (args.empty() ? "" : ", " + args) << "); launched != cudaSuccess)\n";
     line() << "  return kiln_launch_failed(signature, \"" << name << "\", launched);\n";
   }
 }

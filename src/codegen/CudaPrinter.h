@@ -49,6 +49,11 @@ class CudaPrinter : public CodePrinter {
 
  private:
   std::string kernel_name(const FunctionLayout& f, size_t stage);
+  // Whether template call `stage` may read its B operands before the kernel launched before it has
+  // finished (gemm_problem.cuh's Problem::b_early), and so whether the function's first generated
+  // kernel, the point from which that is safe, must be launched in stream order (print_invoke).
+  static bool reads_b_early(const FunctionLayout& f, size_t stage);
+  static size_t first_generated_kernel(const FunctionLayout& f);  // f.stages.size(): none
   // A template call's unit of its own (ModuleOptions::template_units); see CudaPrinterTemplates.cpp.
   struct UnitCall {
     std::string description;

@@ -189,6 +189,32 @@ void CudaPrinter::print_epilogue_prefetch(const FunctionLayout& f, const Templat
 // Fills a kiln::gemm::Problem from the bound buffers and symbols and calls the template the
 // schedule chose: the small-M kernel when M is at most config.gemv_max_m, the tensor-core
 // kernel otherwise (both compiled; M is often a symbol, so the choice is made per call).
+size_t CudaPrinter::first_generated_kernel(const FunctionLayout& f) {
+  for (size_t k = 0; k < f.stages.size(); ++k) {
+    if (!f.stages[k].as<TemplateContraction>() && !f.stages[k].as<TemplateAttention>()) return k;
+  }
+  return f.stages.size();
+}
+
+// B may be read before the kernel launched before this one has finished (gemm_problem.cuh) when
+// every B is a function input (which no kernel of the function writes) and the function's first
+// generated kernel was launched earlier (always, unlike a template, which launches nothing for an
+// empty problem): print_invoke launches that kernel in stream order here, so it started after all
+// the caller's work had finished, and every later kernel starts after it has. Only the small-M
+// kernel reads B early, so a call whose constant M takes another path does not.
+bool CudaPrinter::reads_b_early(const FunctionLayout& f, size_t stage) {
+  const TemplateContraction* op = f.stages[stage].as<TemplateContraction>();
+  if (!op || op->w4 || op->b.empty() || op->b[0].window || first_generated_kernel(f) >= stage) return false;
+  if (op->config.gemv_max_m <= 0) return false;
+  if (const std::optional<int64_t> m = ir::as_const_int(op->m); m && ir::gemm_path(op->config, *m) != GemmPath::SmallM) return false;
+  for (const ContractionOperand& b : op->b) {
+    bool input = false;
+    for (const Buffer& in : f.func->inputs) input = input || in.same_as(b.buffer);
+    if (!input) return false;
+  }
+  return true;
+}
+
 void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
   if (op->w4) {
     print_w4_call(f, stage, op);
@@ -219,21 +245,9 @@ void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, con
   operand("problem.a", op->a);
   for (size_t j = 0; j < op->b.size(); ++j) operand("problem.b[" + s(j) + "]", op->b[j]);
   line() << "problem.num_b = " << op->b.size() << ";\n";
-  // B may be read before the kernel launched before this one has finished (gemm_problem.cuh) when
-  // every B is a function input (which no kernel of the function writes) and a generated kernel
-  // of this call was launched earlier (always, unlike a template, which launches nothing for an
-  // empty problem): it started after all the caller's work had finished, and kiln's kernels let
-  // the next one start only from such a point (kernels/gemm/gemm_ptx.cuh: pdl_trigger).
-  bool b_early = false;
-  for (size_t k = 0; k < stage; ++k) {
-    b_early = b_early || (!f.stages[k].as<TemplateContraction>() && !f.stages[k].as<TemplateAttention>());
+  if (reads_b_early(f, stage)) {
+    line() << "problem.b_early = true;  // B: function inputs, read after this call's first generated kernel started\n";
   }
-  for (const ContractionOperand& b : op->b) {
-    bool input = false;
-    for (const Buffer& in : f.func->inputs) input = input || in.same_as(b.buffer);
-    b_early = b_early && input;
-  }
-  if (b_early) line() << "problem.b_early = true;  // B: function inputs, read after a generated kernel of this call started\n";
   const std::string args = compute_args(f, buffers_used(f, op->epilogue));
   line() << "const " << epilogue_name(f, stage) << " epilogue{" << args << "};\n";
   if (op->b[0].window) {

@@ -242,7 +242,7 @@ TEST(Codegen, GpuSchedulesAreNotNaive) {
   EXPECT_EQ(cuda.find("plan_arena("), std::string::npos) << cuda;
   // Read once, so launched a block per row (not the grid capped for rows read again from L2).
   EXPECT_EQ(cuda.find("dim3(kiln_row_grid_size("), std::string::npos) << cuda;
-  EXPECT_NE(cuda.find("launch_generated(softmax_k0_y, dim3(kiln_grid_size(rows, 8192)"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("launch_generated(true, softmax_k0_y, dim3(kiln_grid_size(rows, 8192)"), std::string::npos) << cuda;
   // Not in blocks of 1024 threads (rows over 16384 elements), where two blocks fit an SM only
   // within 32 registers a thread: there thread 0 still stores the results for the others.
   const std::string wide = codegen::generate_module({lower_functions("softmax", row_softmax(32768), true)}, codegen::Target::Cuda);
@@ -292,7 +292,7 @@ TEST(Codegen, CudaCompilesWithoutWarningsForEveryArchitecture) {
                                     lower_functions("empty", empty_output(), true)};
   const std::string cuda = codegen::generate_module(funcs, codegen::Target::Cuda);
   // A kernel of no parameters is launched with none (the launch's argument list has no trailing comma).
-  EXPECT_NE(cuda.find("launch_generated(empty_k1, dim3(1, 1, 1), dim3(1, 1, 1), static_cast<cudaStream_t>(stream));"),
+  EXPECT_NE(cuda.find("launch_generated(true, empty_k1, dim3(1, 1, 1), dim3(1, 1, 1), static_cast<cudaStream_t>(stream));"),
             std::string::npos)
       << cuda;
   test::expect_cuda_compiles_for_every_architecture("cuda", cuda);

@@ -163,20 +163,31 @@ TEST(GemmTemplate, BIsReadEarlyOnlyWhenItIsAnInputAndNotTheFirstKernel) {
   const int x1 = first.input("x", DType::Float16, {var("tokens"), Expr(64)});
   first.output(first.node("proj", OpKind::MatMul, {x1, first.input("w", DType::Float16, {Expr(64), Expr(128)})}));
   for (auto& f : codegen::lower_graph(first.graph, codegen::Target::Cuda, "first")) funcs.push_back(std::move(f.func));
+  // 512 tokens: the contraction never takes the small-M kernel, so B is never read early.
+  test::TestGraph large(17, false);
+  const int x2 = large.input("x", DType::Float16, {Expr(512), Expr(64)});
+  large.output(large.node("proj", OpKind::MatMul, {large.node("normed", OpKind::Tanh, {x2}),
+                                                   large.input("w", DType::Float16, {Expr(64), Expr(128)})}));
+  for (auto& f : codegen::lower_graph(large.graph, codegen::Target::Cuda, "large")) funcs.push_back(std::move(f.func));
   const std::string text = codegen::generate_module(funcs, codegen::Target::Cuda);
   std::vector<std::string> calls;  // each template call's problem setup, in order
   for (size_t at = text.find("kiln::gemm::Problem problem;"); at != std::string::npos;
        at = text.find("kiln::gemm::Problem problem;", at + 1)) {
     calls.push_back(text.substr(at, text.find("const cudaError_t launched", at) - at));
   }
-  ASSERT_EQ(calls.size(), 3u) << text;
+  ASSERT_EQ(calls.size(), 4u) << text;
   EXPECT_NE(calls[0].find("problem.b_early = true;"), std::string::npos) << "w after the Tanh kernel:\n" << calls[0];
   EXPECT_EQ(calls[1].find("b_early"), std::string::npos) << "B written by this call:\n" << calls[1];
   EXPECT_EQ(calls[2].find("b_early"), std::string::npos) << "the call's first kernel:\n" << calls[2];
   EXPECT_NE(text.find("kiln::gemm::detail::pdl_trigger();"), std::string::npos) << "generated kernels let the next one start";
   // Generated kernels are launched programmatically, so each waits for the kernel before it
-  // before it reads anything: the wait is its second statement, after the trigger.
-  EXPECT_NE(text.find("kiln::gemm::detail::launch_generated(early_k0_normed_out0, "), std::string::npos) << text;
+  // before it reads anything: the wait is its second statement, after the trigger. The first one
+  // is launched in stream order where a later call reads B early (the first call here): from its
+  // start on, no work of the caller is still running.
+  EXPECT_NE(text.find("kiln::gemm::detail::launch_generated(false, early_k0_normed_out0, "), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln::gemm::detail::launch_generated(true, early_k2_b_temp_out0, "), std::string::npos) << text;
+  EXPECT_EQ(calls[3].find("b_early"), std::string::npos) << "512 tokens:\n" << calls[3];
+  EXPECT_NE(text.find("kiln::gemm::detail::launch_generated(true, large_k0_normed_out0, "), std::string::npos) << text;
   size_t kernels = 0;
   for (size_t at = text.find("__global__ void"); at != std::string::npos; at = text.find("__global__ void", at + 1)) {
     const size_t body = text.find('{', at);
