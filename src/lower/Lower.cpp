@@ -109,18 +109,9 @@ constexpr int64_t kMaxRecomputedNodes = 48;
 // product's operands: each element read by many outputs), with constant shapes: inlined, their
 // bodies would be recomputed at every read (LowerOptions::materialize_reread).
 std::set<const te::TensorNode*> reread_by_reductions(const std::vector<te::Tensor>& order) {
-  auto elements = [](const te::Tensor& t) -> std::optional<int64_t> {
-    int64_t n = 1;
-    for (size_t d = 0; d < t.shape().size(); ++d) {
-      const std::optional<int64_t> e = as_const_int(simplify(t.shape(d)));
-      if (!e) return std::nullopt;
-      n *= *e;
-    }
-    return n;
-  };
   std::unordered_map<const te::TensorNode*, int64_t> sizes;
   for (const te::Tensor& t : order)
-    if (const std::optional<int64_t> n = elements(t)) sizes[t.node().get()] = *n;
+    if (const std::optional<int64_t> n = te::constant_num_elements(t)) sizes[t.node().get()] = *n;
   std::set<const te::TensorNode*> reread;
   for (const te::Tensor& t : order) {
     const Reduce* red = t->body.as<Reduce>();

@@ -22,16 +22,6 @@ namespace {
 
 using namespace ir;
 
-std::optional<int64_t> num_elements(const te::Tensor& t) {
-  int64_t n = 1;
-  for (const Expr& d : t.shape()) {
-    const auto c = as_const_int(d);
-    if (!c) return std::nullopt;
-    n *= *c;
-  }
-  return n;
-}
-
 const Type kF32(DType::Float32);
 const Type kF64(DType::Float64);
 const Type kI32(DType::Int32);
@@ -49,7 +39,7 @@ struct QuantParam {
 QuantParam quant_param(const OpContext& ctx, const te::Tensor& p, const te::Tensor& x, int64_t axis_attr,
                        int64_t block, const char* what) {
   QuantParam q{p, 0, block, true};
-  const auto n = num_elements(p);
+  const auto n = te::constant_num_elements(p);
   if (p.ndim() == 0 || (p.ndim() == 1 && n && *n == 1 && block == 0)) return q;
   q.scalar = false;
   q.axis = normalize_axis(ctx, axis_attr, x.ndim(), "attribute 'axis'");
@@ -278,7 +268,7 @@ te::Tensor integer_matmul(OpContext& ctx, const te::Tensor& a, const te::Tensor&
   };
   auto zp_read = [](const te::Tensor* zp, const Expr& at) {
     if (!zp) return make_zero(kI32);
-    const auto n = num_elements(*zp);
+    const auto n = te::constant_num_elements(*zp);
     if (zp->ndim() == 0) return cast(kI32, (*zp)({}));
     if (n && *n == 1) return cast(kI32, (*zp)(std::vector<Expr>(zp->ndim(), Expr(0))));
     std::vector<Expr> idx(zp->ndim(), Expr(0));
@@ -330,7 +320,7 @@ std::vector<te::Tensor> qlinear_matmul(OpContext& ctx) {
   const bool has_y_zp = ctx.has_input(7);
   const DType out = has_y_zp ? ctx.input(7).dtype() : a.dtype();
   auto per = [](const te::Tensor& t, const Expr& at) {
-    const auto n = num_elements(t);
+    const auto n = te::constant_num_elements(t);
     std::vector<Expr> idx(t.ndim(), Expr(0));
     if (t.ndim() > 0 && !(n && *n == 1)) idx.back() = at;
     return cast(kF32, t(idx));
@@ -375,7 +365,7 @@ te::Tensor integer_conv(OpContext& ctx, const te::Tensor& x, const te::Tensor& w
   const Expr per_group_out = simplify(w.shape(0) / Expr(group));
   auto zp_at = [](const te::Tensor* zp, const Expr& channel) {
     if (!zp) return make_zero(kI32);
-    const auto n = num_elements(*zp);
+    const auto n = te::constant_num_elements(*zp);
     std::vector<Expr> idx(zp->ndim(), Expr(0));
     if (zp->ndim() > 0 && !(n && *n == 1)) idx.back() = channel;
     return cast(kI32, (*zp)(idx));
@@ -419,7 +409,7 @@ std::vector<te::Tensor> qlinear_conv(OpContext& ctx) {
   const bool has_y_zp = ctx.has_input(7), has_bias = ctx.has_input(8);
   const DType out = has_y_zp ? ctx.input(7).dtype() : ctx.input(0).dtype();
   auto per = [](const te::Tensor& t, const Expr& at) {
-    const auto n = num_elements(t);
+    const auto n = te::constant_num_elements(t);
     std::vector<Expr> idx(t.ndim(), Expr(0));
     if (t.ndim() > 0 && !(n && *n == 1)) idx.back() = at;
     return t(idx);

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "kiln/ir/IRMutator.h"
+#include "kiln/ir/Simplify.h"
 #include "kiln/ir/IROperator.h"
 #include "kiln/ir/IRVisitor.h"
 #include "kiln/support/Error.h"
@@ -88,6 +89,16 @@ class CollectReads : public IRVisitor {
 };
 
 }  // namespace
+
+std::optional<int64_t> constant_num_elements(const Tensor& t) {
+  int64_t n = 1;
+  for (const ir::Expr& d : t.shape()) {
+    const std::optional<int64_t> e = ir::as_const_int(ir::simplify(d));
+    if (!e) return std::nullopt;
+    n *= *e;
+  }
+  return n;
+}
 
 std::vector<Tensor> direct_inputs(const Tensor& t) {
   if (t.is_placeholder()) return {};

@@ -17,6 +17,16 @@ HostTensor iota(DType dtype, std::vector<int64_t> shape, double start = 0.5, dou
   return t;
 }
 
+// A tensor's element count where its shape simplifies to constants (te::constant_num_elements,
+// which the reread rule and the quantization ops share), else none.
+TEST(Lower, ConstantElementCountOfATensor) {
+  Expr n = var("n");
+  EXPECT_EQ(te::constant_num_elements(te::placeholder("a", DType::Float32, {Expr(8), Expr(64)})), 512);
+  EXPECT_EQ(te::constant_num_elements(te::placeholder("b", DType::Float32, {n - n + 3, Expr(5)})), 15);
+  EXPECT_EQ(te::constant_num_elements(te::placeholder("c", DType::Float32, {})), 1);
+  EXPECT_FALSE(te::constant_num_elements(te::placeholder("d", DType::Float32, {n, Expr(64)})).has_value());
+}
+
 TEST(Lower, ElementwiseChainBecomesOneLoopNest) {
   te::Tensor a = te::placeholder("a", DType::Float32, {Expr(4), Expr(3)});
   te::Tensor b = te::compute("b", a.shape(), [&](const std::vector<Expr>& i) { return a(i) * 2; });

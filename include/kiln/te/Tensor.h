@@ -5,6 +5,7 @@
 // immutable and form a DAG through the TensorRead nodes in their bodies.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,9 @@ ir::Expr sum(ir::Expr source, std::vector<ir::IterVar> axes, ir::Expr condition 
 ir::Expr prod(ir::Expr source, std::vector<ir::IterVar> axes, ir::Expr condition = ir::Expr());
 ir::Expr max_reduce(ir::Expr source, std::vector<ir::IterVar> axes, ir::Expr condition = ir::Expr());
 ir::Expr min_reduce(ir::Expr source, std::vector<ir::IterVar> axes, ir::Expr condition = ir::Expr());
+
+// The number of elements of `t` where every dimension simplifies to a constant, else nullopt.
+std::optional<int64_t> constant_num_elements(const Tensor& t);
 
 // The tensors `t`'s body reads directly, in first-use order, without duplicates.
 std::vector<Tensor> direct_inputs(const Tensor& t);
