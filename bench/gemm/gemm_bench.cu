@@ -625,11 +625,8 @@ static void check_pdl_order(Operands& o, const std::vector<Path>& paths, Epi epi
   };
   early_reader_kernel<<<1, 1, 0, stream>>>(static_cast<const T*>(o.a.dev), seen);  // loaded before it is timed against the writer
   writer(o);
-  cudaLaunchConfig_t c = {};
-  c.gridDim = dim3(1), c.blockDim = dim3(1), c.stream = stream;
-  cudaLaunchAttribute attr = kg::detail::programmatic_attribute();
-  c.attrs = &attr, c.numAttrs = 1;
-  CHECK_CUDA(cudaLaunchKernelEx(&c, early_reader_kernel, static_cast<const T*>(o.a.dev), seen));
+  CHECK_CUDA(kg::detail::launch_maybe_programmatic(true, early_reader_kernel, dim3(1), dim3(1), 0, stream,
+                                                   static_cast<const T*>(o.a.dev), seen));
   float got = 0;
   CHECK_CUDA(cudaMemcpyAsync(&got, seen, sizeof(float), cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));

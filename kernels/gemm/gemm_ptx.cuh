@@ -159,25 +159,33 @@ inline cudaLaunchAttribute programmatic_attribute() {
   return a;
 }
 
-// Launches `kernel` on `stream`, programmatically where gemm_pdl() says so: the kernel must call
-// pdl_wait() before its first global access (kernels/gemm's conv and attention kernels do).
+// Launches `kernel` on `stream` with cudaLaunchKernelEx, as a programmatic dependent launch
+// where `programmatic` (the kernel must then call pdl_wait() before its first global access).
 template <typename... Params, typename... Args>
-cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
-                                Args&&... args) {
+cudaError_t launch_maybe_programmatic(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                                      cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
   cudaLaunchAttribute pdl = programmatic_attribute();
-  if (gemm_pdl()) config.attrs = &pdl, config.numAttrs = 1;
+  if (programmatic) config.attrs = &pdl, config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// Launches `kernel` on `stream`, programmatically where gemm_pdl() says so: the kernel must call
+// pdl_wait() before its first global access (kernels/gemm's conv and attention kernels do).
+template <typename... Params, typename... Args>
+cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                                Args&&... args) {
+  return launch_maybe_programmatic(gemm_pdl(), kernel, grid, block, smem_bytes, stream, std::forward<Args>(args)...);
 }
 
 // Whether kiln's generated kernels (src/codegen/CudaPrinter.cpp: every one calls pdl_trigger and
 // then pdl_wait before anything else) are launched programmatically too: where gemm_pdl() says so,
 // unless KILN_GEN_PDL=0. Their launch and set-up then overlap the tail of the kernel before them
-// (Gemma layer at 16 tokens, H200: 109.8 -> 108.0 us, bench/gemm/NOTES.md session 32).
+// (Gemma layer at 16 tokens, H200: 110.4 -> 108.2 us, bench/gemm/NOTES.md session 33).
 inline bool generated_pdl() {
   static const bool on = env_switch_on("KILN_GEN_PDL");
   return on && gemm_pdl();
@@ -188,13 +196,7 @@ inline bool generated_pdl() {
 template <typename... Params, typename... Args>
 cudaError_t launch_generated(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
                              Args&&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = stream;
-  cudaLaunchAttribute pdl = programmatic_attribute();
-  if (programmatic && generated_pdl()) config.attrs = &pdl, config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  return launch_maybe_programmatic(programmatic && generated_pdl(), kernel, grid, block, 0, stream, std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ float to_float(__half h) { return __half2float(h); }

@@ -186,9 +186,6 @@ void CudaPrinter::print_epilogue_prefetch(const FunctionLayout& f, const Templat
   close_block();
 }
 
-// Fills a kiln::gemm::Problem from the bound buffers and symbols and calls the template the
-// schedule chose: the small-M kernel when M is at most config.gemv_max_m, the tensor-core
-// kernel otherwise (both compiled; M is often a symbol, so the choice is made per call).
 size_t CudaPrinter::first_generated_kernel(const FunctionLayout& f) {
   for (size_t k = 0; k < f.stages.size(); ++k) {
     if (!f.stages[k].as<TemplateContraction>() && !f.stages[k].as<TemplateAttention>()) return k;
@@ -215,6 +212,9 @@ bool CudaPrinter::reads_b_early(const FunctionLayout& f, size_t stage) {
   return true;
 }
 
+// Fills a kiln::gemm::Problem from the bound buffers and symbols and calls the template the
+// schedule chose: the small-M kernel when M is at most config.gemv_max_m, the tensor-core
+// kernel otherwise (both compiled; M is often a symbol, so the choice is made per call).
 void CudaPrinter::print_template_call(const FunctionLayout& f, size_t stage, const TemplateContraction* op) {
   if (op->w4) {
     print_w4_call(f, stage, op);
